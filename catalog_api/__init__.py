@@ -1,0 +1,1 @@
+"""cardcat catalog API: the `/v1` ingress, catalog reads, keys, limits and feed sync."""

@@ -1,0 +1,113 @@
+"""The one `/v1` ingress: FastAPI app factory, lifespan, error mapping and OpenAPI."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from catalog_api.auth import KeyVerifier
+from catalog_api.db import make_async_engine
+from catalog_api.deps import AppContext
+from catalog_api.envelope import error_response
+from catalog_api.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
+from catalog_api.gate import V1Gate
+from catalog_api.pagination import CursorCodec
+from catalog_api.ratelimit import make_rate_limiter
+from catalog_api.routes import bench, cards, health, images, reference
+from catalog_api.settings import Settings, get_settings
+from catalog_api.snapshot import SnapshotHolder
+
+log = logging.getLogger("cardcat")
+
+
+def _cursor_secret(settings: Settings) -> bytes:
+    secret = settings.cursor_secret or "cardcat-cursor:" + settings.sqlalchemy_url
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    engine = make_async_engine(settings)
+    limiter = make_rate_limiter(settings.redis_url, settings.rate_limit, settings.rate_window_s)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await app.state.context.snapshots.get()  # build the search indexes before the first request
+        yield
+        await limiter.close()
+        await engine.dispose()
+
+    app = FastAPI(
+        title="cardcat",
+        version="1.0.0",
+        summary="Trading-card catalog API with a photo scanner.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.context = AppContext(
+        settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings))
+    )
+    for router in (cards.router, reference.router, health.router, images.router):
+        app.include_router(router)
+    if settings.bench_routes:
+        app.include_router(bench.router)
+    _install_error_handlers(app)
+    app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def api_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, APIError)
+        return error_response(exc)
+
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            return error_response(NotFound("No such resource."))
+        if exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
+            return error_response(MethodNotAllowed("Method not allowed here.", headers={"Allow": allow}))
+        return error_response(BadRequest(str(exc.detail) or "Bad request."))
+
+    async def validation_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        return error_response(BadRequest(f"Invalid request: {problems}"))
+
+    async def unexpected(_request: Request, exc: Exception) -> Response:
+        log.error("unhandled error", exc_info=exc)
+        return error_response(Internal("Internal error; please retry."))
+
+    app.add_exception_handler(APIError, api_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the bearer scheme the gate enforces on every `/v1` path."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+    schema.setdefault("components", {})["securitySchemes"] = {
+        "apiKey": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <API key>"}
+    }
+    for path, operations in schema.get("paths", {}).items():
+        if path.startswith("/v1"):
+            for operation in operations.values():
+                operation["security"] = [{"apiKey": []}]
+    app.openapi_schema = schema
+    return schema

@@ -1,0 +1,174 @@
+"""`cardcat`: the one command line for operators — database, catalog sync, keys, serving."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from catalog_api.settings import REPO_ROOT, get_settings
+
+SHARED_CATALOG = REPO_ROOT.parent / "shared" / "catalog"
+
+
+@click.group()
+def main() -> None:
+    """cardcat catalog API and scanner."""
+
+
+@main.group()
+def db() -> None:
+    """Database schema (Alembic)."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every migration."""
+    from catalog_api import migrate
+
+    migrate.upgrade()
+    click.echo("database at head")
+
+
+@db.command("check")
+def db_check() -> None:
+    """Fail when the models and the migrations disagree."""
+    from catalog_api import migrate
+
+    migrate.check()
+    click.echo("models and migrations agree")
+
+
+@main.group()
+def catalog() -> None:
+    """The upstream catalog feed."""
+
+
+@catalog.command("sync")
+@click.option(
+    "--from", "source", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option(
+    "--images", type=click.Path(exists=True, file_okay=False, path_type=Path), help="cardrender output"
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def catalog_sync(source: Path, images: Path | None, quiet: bool) -> None:
+    """Load a catalog feed folder (idempotent, incremental)."""
+    from catalog_api.db import make_engine
+    from catalog_api.images import ImageStore
+    from catalog_api.sync import sync_catalog
+
+    settings = get_settings()
+    engine = make_engine(settings)
+    started = time.perf_counter()
+    report = sync_catalog(engine, source, ImageStore(settings.images_dir), images, progress=not quiet)
+    engine.dispose()
+    summary = {**report.summary(), "seconds": round(time.perf_counter() - started, 2)}
+    click.echo(json.dumps(summary))
+
+
+@catalog.command("demo-feed")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+def catalog_demo_feed(out: Path) -> None:
+    """Write the project's small synthetic sample catalog (feed format) to OUT."""
+    from catalog_api.demo_catalog import write_demo_catalog
+
+    click.echo(str(write_demo_catalog(out)))
+
+
+@main.group()
+def keys() -> None:
+    """API keys (shown once, stored hashed)."""
+
+
+@keys.command("create")
+@click.option("--name", required=True)
+@click.option("--expires-in", type=click.IntRange(min=1), default=None, help="Lifetime in seconds.")
+def keys_create(name: str, expires_in: int | None) -> None:
+    """Create a key; the key itself is the last line of output."""
+    from catalog_api.auth import create_key
+    from catalog_api.db import make_engine
+
+    engine = make_engine(get_settings())
+    key, info = create_key(engine, name, expires_in)
+    engine.dispose()
+    expiry = info.expires_at.isoformat() if info.expires_at else "never"
+    click.echo(f"created key {info.prefix}… named {info.name!r}, expires {expiry}; it is shown only once:")
+    click.echo(key)
+
+
+@keys.command("revoke")
+@click.argument("key")
+def keys_revoke(key: str) -> None:
+    """Revoke a key, given in full or by the prefix `keys list` shows."""
+    from catalog_api.auth import revoke_key
+    from catalog_api.db import make_engine
+
+    engine = make_engine(get_settings())
+    count = revoke_key(engine, key)
+    engine.dispose()
+    if count == 0:
+        click.echo("no active key matched", err=True)
+        sys.exit(1)
+    click.echo(f"revoked {count} key(s)")
+
+
+@keys.command("list")
+def keys_list() -> None:
+    """Every key: id, prefix, name, status, created, expires."""
+    from catalog_api.auth import list_keys
+    from catalog_api.db import make_engine
+
+    engine = make_engine(get_settings())
+    for info in list_keys(engine):
+        expires = info.expires_at.isoformat() if info.expires_at else "-"
+        click.echo(
+            f"{info.id}\t{info.prefix}\t{info.name}\t{info.status}\t{info.created_at.isoformat()}\t{expires}"
+        )
+    engine.dispose()
+
+
+@main.command("serve")
+@click.option("--host", default="127.0.0.1")
+@click.option("--port", default=8000, type=int)
+@click.option("--workers", default=1, type=int, help="uvicorn worker processes")
+def serve(host: str, port: int, workers: int) -> None:
+    """Serve the API (uvicorn)."""
+    import uvicorn
+
+    uvicorn.run(
+        "catalog_api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        access_log=False,
+    )
+
+
+@main.command("demo")
+@click.option("--host", default="127.0.0.1")
+@click.option("--port", default=8000, type=int)
+@click.pass_context
+def demo(ctx: click.Context, host: str, port: int) -> None:
+    """Migrate, load the catalog (../shared/catalog, else the bundled sample), print a key, serve."""
+    settings = get_settings()
+    ctx.invoke(db_upgrade)
+    source = SHARED_CATALOG
+    if not (source / "cards.jsonl.gz").exists():
+        from catalog_api.demo_catalog import write_demo_catalog
+
+        source = write_demo_catalog(settings.data_dir / "demo-catalog")
+        click.echo(f"../shared/catalog not found; using the bundled sample catalog in {source}")
+    ctx.invoke(catalog_sync, source=source, images=None, quiet=False)
+    ctx.invoke(keys_create, name="demo", expires_in=None)
+    click.echo(f"serving on http://{host}:{port} (docs at /docs)")
+    ctx.invoke(serve, host=host, port=port, workers=1)
+
+
+if __name__ == "__main__":
+    main()

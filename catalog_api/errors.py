@@ -1,0 +1,60 @@
+"""One error hierarchy for the whole API; `app.py` maps it to the spec's `{data, error}` envelope."""
+
+from __future__ import annotations
+
+
+class APIError(Exception):
+    """An error with a stable machine `code` (the spec's) and the HTTP status it answers with."""
+
+    status: int = 500
+    code: str = "internal"
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message or self.code
+        self.headers = headers or {}
+
+
+class BadRequest(APIError):
+    status, code = 400, "bad_request"
+
+
+class UnsupportedImage(APIError):
+    status, code = 400, "unsupported_image"
+
+
+class URLNotAllowed(APIError):
+    status, code = 400, "url_not_allowed"
+
+
+class URLFetchFailed(APIError):
+    status, code = 400, "url_fetch_failed"
+
+
+class Unauthorized(APIError):
+    status, code = 401, "unauthorized"
+
+
+class NotFound(APIError):
+    status, code = 404, "not_found"
+
+
+class MethodNotAllowed(APIError):
+    # The spec has no code of its own for a wrong method: it is a request the API cannot accept.
+    status, code = 405, "bad_request"
+
+
+class PayloadTooLarge(APIError):
+    status, code = 413, "payload_too_large"
+
+
+class RateLimited(APIError):
+    status, code = 429, "rate_limited"
+
+
+class Internal(APIError):
+    status, code = 500, "internal"
+
+
+class ScanUnavailable(APIError):
+    status, code = 503, "scan_unavailable"

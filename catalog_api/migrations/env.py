@@ -1,0 +1,30 @@
+"""Alembic environment: the URL comes from CARDCAT_DATABASE_URL (or the embedded SQLite default)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from catalog_api import models  # noqa: F401  (registers the tables)
+from catalog_api.db import Base, make_engine
+from catalog_api.settings import get_settings
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run_migrations() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    engine = make_engine(get_settings())
+    with engine.connect() as conn:
+        context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+run_migrations()

@@ -1,0 +1,146 @@
+"""The database schema. Alembic migrations (catalog_api/migrations) are generated from these classes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from catalog_api.db import Base, IdString, JSONType
+
+
+class Series(Base):
+    __tablename__ = "series"
+
+    id: Mapped[str] = mapped_column(IdString, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    names: Mapped[dict[str, str] | None] = mapped_column(JSONType)
+    first_release_date: Mapped[str | None] = mapped_column(String(10))
+    logo_url: Mapped[str | None] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+
+
+class Expansion(Base):
+    __tablename__ = "expansions"
+
+    id: Mapped[str] = mapped_column(IdString, primary_key=True)
+    series_id: Mapped[str] = mapped_column(IdString, index=True)
+    name: Mapped[str] = mapped_column(Text)
+    code: Mapped[str | None] = mapped_column(Text)
+    ptcgo_code: Mapped[str | None] = mapped_column(Text)
+    abbreviations: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    release_date: Mapped[str] = mapped_column(String(10))
+    card_count_total: Mapped[int] = mapped_column(Integer)
+    card_count_official: Mapped[int] = mapped_column(Integer)
+    legal_standard: Mapped[bool] = mapped_column(Boolean)
+    legal_expanded: Mapped[bool] = mapped_column(Boolean)
+    logo_url: Mapped[str | None] = mapped_column(Text)
+    symbol_url: Mapped[str | None] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+
+
+class Card(Base):
+    __tablename__ = "cards"
+
+    id: Mapped[str] = mapped_column(IdString, primary_key=True)
+    expansion_id: Mapped[str] = mapped_column(IdString)
+    number: Mapped[str | None] = mapped_column(Text)
+    number_normalized: Mapped[str | None] = mapped_column(Text, index=True)
+    name: Mapped[str] = mapped_column(Text)
+    rarity: Mapped[str | None] = mapped_column(Text)
+    illustrator: Mapped[str | None] = mapped_column(Text)
+    category: Mapped[str | None] = mapped_column(Text)
+    card_metadata: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
+    image_key: Mapped[str | None] = mapped_column(String(64))
+    palette: Mapped[list[str] | None] = mapped_column(JSONType)
+    # Catalog order, denormalised so a page is one index range scan: expansion release date, expansion
+    # id, numeric numbers before non-numeric ones, the number's value, then the card id.
+    sort_release: Mapped[str] = mapped_column(String(10))
+    sort_nonnumeric: Mapped[int] = mapped_column(Integer)
+    sort_number: Mapped[int] = mapped_column(Integer)
+    content_hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (
+        Index(
+            "ix_cards_catalog_order", "sort_release", "expansion_id", "sort_nonnumeric", "sort_number", "id"
+        ),
+        Index("ix_cards_expansion_order", "expansion_id", "sort_nonnumeric", "sort_number", "id"),
+    )
+
+
+class CardVariant(Base):
+    """One printing. Its integer id lives as long as the printing's five fields stay the same."""
+
+    __tablename__ = "card_variants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    card_id: Mapped[str] = mapped_column(IdString, ForeignKey("cards.id", ondelete="CASCADE"), index=True)
+    printing_key: Mapped[str] = mapped_column(Text)
+    position: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(Text)
+    subtype: Mapped[str | None] = mapped_column(Text)
+    size: Mapped[str | None] = mapped_column(Text)
+    stamps: Mapped[list[str]] = mapped_column(JSONType)
+    foil: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (UniqueConstraint("card_id", "printing_key", name="uq_card_variants_printing"),)
+
+
+class Product(Base):
+    __tablename__ = "products"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(Text)
+    clean_name: Mapped[str] = mapped_column(Text)
+    number: Mapped[str | None] = mapped_column(Text)
+    image_url: Mapped[str | None] = mapped_column(Text)
+    marketplace_url: Mapped[str] = mapped_column(Text)
+    expansions: Mapped[list[dict[str, str]]] = mapped_column(JSONType)
+    msrp_cents: Mapped[int | None] = mapped_column(Integer)
+    content_hash: Mapped[str] = mapped_column(String(64))
+
+
+class ProductExpansion(Base):
+    """Which expansions a product is listed under, for the `expansion_id` filter."""
+
+    __tablename__ = "product_expansions"
+
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id", ondelete="CASCADE"), primary_key=True)
+    expansion_id: Mapped[str] = mapped_column(IdString, primary_key=True, index=True)
+
+
+class ApiKey(Base):
+    """Keys are random 256-bit tokens, so a plain SHA-256 is a safe and fast hash to store."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(Text)
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class FeedState(Base):
+    """One row per upstream feed: when it last synced and the newest observation it holds."""
+
+    __tablename__ = "feed_state"
+
+    feed: Mapped[str] = mapped_column(String(32), primary_key=True)
+    synced_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    observed_on: Mapped[str | None] = mapped_column(String(10))
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

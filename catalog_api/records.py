@@ -1,0 +1,102 @@
+"""Database rows -> the API's record shapes (one place, so `/v1` reads and event payloads agree)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog_api.images import image_urls
+
+
+def variant_record(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "type": row.type,
+        "subtype": row.subtype,
+        "size": row.size,
+        "stamps": list(row.stamps or []),
+        "foil": row.foil,
+        "marketplace": [],
+    }
+
+
+def card_summary(row: Any, public_url: str) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "expansion_id": row.expansion_id,
+        "number": row.number,
+        "name": row.name,
+        "rarity": row.rarity,
+        "illustrator": row.illustrator,
+        "image": image_urls(public_url, row.image_key),
+        "palette": row.palette,
+        "category": row.category,
+        "number_normalized": row.number_normalized,
+    }
+
+
+def card_detail(row: Any, variants: list[dict[str, Any]], public_url: str) -> dict[str, Any]:
+    """The full card object: the summary (less `number_normalized`) with variants and metadata."""
+    record = card_summary(row, public_url)
+    del record["number_normalized"]
+    record["variants"] = variants
+    record["metadata"] = row.card_metadata
+    return record
+
+
+def _logo(url: str | None) -> dict[str, str] | None:
+    # Upstream asset URLs are bases; the renderer's convention appends /low.png and /high.png.
+    return None if not url else {"low": f"{url}/low.png", "high": f"{url}/high.png"}
+
+
+def _symbol(url: str | None) -> str | None:
+    return None if not url else f"{url}/low.png"
+
+
+def expansion_record(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "series_id": row.series_id,
+        "name": row.name,
+        "logo": _logo(row.logo_url),
+        "symbol": _symbol(row.symbol_url),
+        "palette": None,
+        "release_date": row.release_date,
+        "card_count_total": row.card_count_total,
+        "card_count_official": row.card_count_official,
+        "legal_standard": row.legal_standard,
+        "legal_expanded": row.legal_expanded,
+    }
+
+
+def series_record(row: Any, expansions: list[Any]) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "logo": _logo(row.logo_url),
+        "palette": None,
+        "expansions": [
+            {
+                "id": e.id,
+                "name": e.name,
+                "logo": _logo(e.logo_url),
+                "symbol": _symbol(e.symbol_url),
+                "palette": None,
+                "release_date": e.release_date,
+                "card_count_total": e.card_count_total,
+            }
+            for e in expansions
+        ],
+    }
+
+
+def product_record(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "clean_name": row.clean_name,
+        "number": row.number,
+        "image": None if not row.image_url else {"low": row.image_url, "high": row.image_url},
+        "marketplace_url": row.marketplace_url,
+        "expansions": row.expansions,
+        "marketplace": [],
+    }

@@ -1,0 +1,83 @@
+"""All card SQL. Pages are keyset scans on the catalog-order indexes; variants come in one query a page."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from catalog_api import records
+from catalog_api.models import Card, CardVariant
+
+SUMMARY_COLUMNS = (
+    Card.id,
+    Card.expansion_id,
+    Card.number,
+    Card.name,
+    Card.rarity,
+    Card.illustrator,
+    Card.image_key,
+    Card.palette,
+    Card.category,
+    Card.number_normalized,
+)
+# Position in catalog order: the whole catalog, or within one expansion.
+GLOBAL_ORDER = (Card.sort_release, Card.expansion_id, Card.sort_nonnumeric, Card.sort_number, Card.id)
+EXPANSION_ORDER = (Card.sort_nonnumeric, Card.sort_number, Card.id)
+
+
+def _columns(with_metadata: bool) -> tuple[Any, ...]:
+    return (*SUMMARY_COLUMNS, Card.card_metadata.label("card_metadata")) if with_metadata else SUMMARY_COLUMNS
+
+
+async def catalog_page(
+    conn: AsyncConnection,
+    *,
+    expansion_id: str | None,
+    after: list[Any] | None,
+    limit: int,
+    with_metadata: bool,
+) -> tuple[Sequence[Row[Any]], list[Any] | None]:
+    """Up to `limit` cards after position `after`, and the position of the last one if more remain."""
+    order = EXPANSION_ORDER if expansion_id is not None else GLOBAL_ORDER
+    sort_only = (Card.sort_release, Card.sort_nonnumeric, Card.sort_number)
+    stmt = select(*_columns(with_metadata), *sort_only).order_by(*order).limit(limit + 1)
+    if expansion_id is not None:
+        stmt = stmt.where(Card.expansion_id == expansion_id)
+    if after is not None:
+        stmt = stmt.where(tuple_(*order) > tuple_(*after))
+    rows: Sequence[Row[Any]] = list((await conn.execute(stmt)).all())  # type: ignore[arg-type]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    position = [getattr(rows[-1], column.key) for column in order] if more and rows else None
+    return rows, position
+
+
+async def cards_by_ids(conn: AsyncConnection, ids: Sequence[str], with_metadata: bool) -> list[Row[Any]]:
+    """Rows for these ids, in the order given."""
+    if not ids:
+        return []
+    rows = (await conn.execute(select(*_columns(with_metadata)).where(Card.id.in_(ids)))).all()
+    by_id = {row.id: row for row in rows}
+    return [by_id[card_id] for card_id in ids if card_id in by_id]
+
+
+async def card_detail_row(conn: AsyncConnection, card_id: str) -> Row[Any] | None:
+    return (await conn.execute(select(*_columns(True)).where(Card.id == card_id))).first()
+
+
+async def variants_for(conn: AsyncConnection, card_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each card's printings in feed order; every id asked for is present (possibly with [])."""
+    found: dict[str, list[dict[str, Any]]] = {card_id: [] for card_id in card_ids}
+    if not card_ids:
+        return found
+    stmt = (
+        select(*CardVariant.__table__.c)
+        .where(CardVariant.card_id.in_(card_ids))
+        .order_by(CardVariant.card_id, CardVariant.position)
+    )
+    for row in (await conn.execute(stmt)).all():
+        found[row.card_id].append(records.variant_record(row))
+    return found

@@ -1,0 +1,61 @@
+"""`GET /health`: per-feed freshness from the sync state. No key needed; always 200 while answering.
+
+Feed status: `never_synced` (no successful sync yet), `stale` (the last successful sync is older than
+the feed's allowance), else `ok`. The service is `degraded` when any feed is not `ok`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from sqlalchemy import select
+from starlette.responses import Response
+
+from catalog_api.deps import Context
+from catalog_api.envelope import data_response
+from catalog_api.models import FeedState
+from catalog_api.schemas import Envelope, Health
+
+router = APIRouter(tags=["health"])
+FEEDS = ("catalog", "marketplace")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def feed_status(state: FeedState | None, max_age_s: int, now: datetime) -> str:
+    if state is None or state.synced_at is None:
+        return "never_synced"
+    synced = state.synced_at if state.synced_at.tzinfo else state.synced_at.replace(tzinfo=UTC)
+    return "stale" if (now - synced).total_seconds() > max_age_s else "ok"
+
+
+@router.get("/health", response_model=Envelope[Health])
+async def health(request: Request, context: Context) -> Response:
+    async with context.engine.connect() as conn:
+        states = {row.feed: row for row in (await conn.execute(select(*FeedState.__table__.c))).all()}
+    now = datetime.now(UTC)
+    max_age = {"catalog": context.settings.catalog_max_age_s, "marketplace": 2 * 24 * 3600}
+    feeds: dict[str, Any] = {}
+    for name in FEEDS:
+        state = states.get(name)
+        feeds[name] = {
+            "status": feed_status(state, max_age[name], now),  # type: ignore[arg-type]
+            "synced_at": _iso(state.synced_at) if state else None,
+            "observed_on": state.observed_on if state and name != "catalog" else None,
+        }
+    synced = [state.synced_at for state in states.values() if state.synced_at is not None]
+    body = {
+        "status": "ok" if all(feed["status"] == "ok" for feed in feeds.values()) else "degraded",
+        "feeds": feeds,
+        "last_updated": _iso(max(synced, key=lambda m: m if m.tzinfo else m.replace(tzinfo=UTC)))
+        if synced
+        else None,
+    }
+    return data_response(request, body)

@@ -1,0 +1,133 @@
+"""Series, expansions and sealed products: small tables served from the per-worker snapshot."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from catalog_api.deps import AppContext, Context
+from catalog_api.envelope import data_response, page
+from catalog_api.errors import NotFound
+from catalog_api.pagination import parse_limit
+from catalog_api.routes.params import Cursor, Limit, Search
+from catalog_api.schemas import ERRORS, NOT_FOUND, Envelope, Expansion, Page, Product, Series
+from catalog_api.search import page_after
+from catalog_api.snapshot import Table
+
+router = APIRouter(prefix="/v1")
+
+
+def _list(
+    request: Request,
+    context: AppContext,
+    table: Table,
+    scope: list[Any],
+    limit: str | None,
+    cursor: str | None,
+    q: str | None,
+    keep: Callable[[str], bool] | None,
+) -> Response:
+    """One page of a small table: in its catalog order, or best match first with `q`."""
+    size = parse_limit(limit)
+    after = context.cursors.decode(cursor, scope)
+    items: list[dict[str, Any]]
+    if q is None:
+        order = [key for key in table.order if keep is None or keep(key[-1])]
+        start = 0 if after is None else bisect_right(order, after)
+        chosen = order[start : start + size]
+        items = [table.records[key[-1]] for key in chosen]
+        more = start + size < len(order)
+        position = chosen[-1] if more and chosen else None
+    else:
+        start_key = (float(after[0]), str(after[1])) if after and len(after) == 2 else None
+        hits, more = page_after(table.search.search(q, keep), start_key, size)
+        items = [{**table.records[hit.id], "score": hit.score} for hit in hits]
+        position = list(hits[-1].sort_key) if more and hits else None
+    next_cursor = context.cursors.encode(scope, position) if position is not None else None
+    return data_response(request, page(items, next_cursor))
+
+
+def _detail(request: Request, table: Table, record_id: str, kind: str) -> Response:
+    record = table.records.get(record_id)
+    if record is None:
+        raise NotFound(f"No {kind} has id {record_id!r}.")
+    return data_response(request, record)
+
+
+@router.get("/series", tags=["series"], response_model=Envelope[Page[Series]], responses=ERRORS)
+async def list_series(
+    request: Request, context: Context, limit: Limit = None, cursor: Cursor = None, q: Search = None
+) -> Response:
+    """Series in release order (first release date, then id), each with its expansions in release order."""
+    snapshot = await context.snapshots.get()
+    return _list(request, context, snapshot.series, ["series", q], limit, cursor, q, None)
+
+
+@router.get(
+    "/series/{series_id}", tags=["series"], response_model=Envelope[Series], responses={**ERRORS, **NOT_FOUND}
+)
+async def get_series(request: Request, context: Context, series_id: str) -> Response:
+    snapshot = await context.snapshots.get()
+    return _detail(request, snapshot.series, series_id, "series")
+
+
+@router.get("/expansions", tags=["expansions"], response_model=Envelope[Page[Expansion]], responses=ERRORS)
+async def list_expansions(
+    request: Request,
+    context: Context,
+    limit: Limit = None,
+    cursor: Cursor = None,
+    q: Search = None,
+    series_id: Annotated[str | None, Query(description="Only this series' expansions.")] = None,
+) -> Response:
+    """Expansions in release order (release date, then id)."""
+    snapshot = await context.snapshots.get()
+    records = snapshot.expansions.records
+    keep = (
+        None if series_id is None else (lambda expansion_id: records[expansion_id]["series_id"] == series_id)
+    )
+    return _list(request, context, snapshot.expansions, ["expansions", series_id, q], limit, cursor, q, keep)
+
+
+@router.get(
+    "/expansions/{expansion_id}",
+    tags=["expansions"],
+    response_model=Envelope[Expansion],
+    responses={**ERRORS, **NOT_FOUND},
+)
+async def get_expansion(request: Request, context: Context, expansion_id: str) -> Response:
+    snapshot = await context.snapshots.get()
+    return _detail(request, snapshot.expansions, expansion_id, "expansion")
+
+
+@router.get("/products", tags=["products"], response_model=Envelope[Page[Product]], responses=ERRORS)
+async def list_products(
+    request: Request,
+    context: Context,
+    limit: Limit = None,
+    cursor: Cursor = None,
+    q: Search = None,
+    expansion_id: Annotated[
+        str | None, Query(description="Only products listed under this expansion.")
+    ] = None,
+) -> Response:
+    """Sealed products by id."""
+    snapshot = await context.snapshots.get()
+    links = snapshot.product_expansions
+    keep = None if expansion_id is None else (lambda product_id: expansion_id in links.get(product_id, ()))
+    return _list(request, context, snapshot.products, ["products", expansion_id, q], limit, cursor, q, keep)
+
+
+@router.get(
+    "/products/{product_id}",
+    tags=["products"],
+    response_model=Envelope[Product],
+    responses={**ERRORS, **NOT_FOUND},
+)
+async def get_product(request: Request, context: Context, product_id: str) -> Response:
+    snapshot = await context.snapshots.get()
+    return _detail(request, snapshot.products, product_id, "product")

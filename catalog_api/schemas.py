@@ -1,0 +1,219 @@
+"""Pydantic models of the wire shapes. They document the API in OpenAPI (`/openapi.json`); handlers
+serialise plain dicts with orjson for speed, and the tests validate responses against these models."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(Strict):
+    code: str = Field(description="Stable machine token; branch on it.")
+    message: str = Field(min_length=1)
+
+
+class ErrorEnvelope(Strict):
+    data: None
+    error: ErrorBody
+
+
+class Envelope(Strict, Generic[T]):
+    data: T
+    error: None
+
+
+class Page(Strict, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class Image(Strict):
+    low: str
+    high: str
+
+
+class Price(Strict):
+    condition: str
+    currency: Literal["USD"]
+    market: int | None
+    low: int | None
+    high: int | None
+    listing_count: int | None = Field(le=25)
+    observed_on: str
+
+
+class ProductPrice(Price):
+    variant: str
+
+
+class Variant(Strict):
+    id: int
+    type: str
+    subtype: str | None
+    size: str | None
+    stamps: list[str]
+    foil: str | None
+    marketplace: list[Price]
+
+
+class Ability(Strict):
+    kind: str
+    name: str
+    text: str | None
+
+
+class Attack(Strict):
+    name: str
+    cost: list[str] | None
+    damage: str | None
+    text: str | None
+
+
+class Modifier(Strict):
+    type: str
+    modifier: str | None
+
+
+class Legality(Strict):
+    standard: bool
+    expanded: bool
+
+
+class Metadata(Strict):
+    hp: float | None
+    types: list[str] | None
+    dex_numbers: list[float] | None
+    stage: str | None
+    evolve_from: str | None
+    description: str | None
+    effect: str | None
+    trainer_type: str | None
+    energy_type: str | None
+    retreat: float | None
+    abilities: list[Ability] | None
+    attacks: list[Attack] | None
+    weaknesses: list[Modifier] | None
+    resistances: list[Modifier] | None
+    legality: Legality | None
+
+
+class Change(Strict):
+    window: Literal["1d", "7d", "30d"]
+    card_variant_id: int
+    printing: str
+    start_cents: int
+    end_cents: int
+    change_cents: int
+    change_bp: int
+    start_as_of: str
+    observed_on: str
+
+
+class CardSummary(Strict):
+    id: str
+    expansion_id: str
+    number: str | None
+    name: str
+    rarity: str | None
+    illustrator: str | None
+    image: Image | None
+    palette: list[str] | None = Field(max_length=4)
+    category: str | None
+    number_normalized: str | None
+    variants: list[Variant] | None = Field(None, description="Only with include=variants.")
+    metadata: Metadata | None = Field(None, description="Only with include=metadata.")
+    change: list[Change] | None = Field(None, description="Only with include=change and a mover row.")
+    score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
+
+
+class Card(Strict):
+    id: str
+    expansion_id: str
+    number: str | None
+    name: str
+    rarity: str | None
+    illustrator: str | None
+    image: Image | None
+    palette: list[str] | None
+    category: str | None
+    variants: list[Variant]
+    metadata: Metadata | None
+
+
+class Expansion(Strict):
+    id: str
+    series_id: str
+    name: str
+    logo: Image | None
+    symbol: str | None
+    palette: list[str] | None
+    release_date: str
+    card_count_total: int
+    card_count_official: int
+    legal_standard: bool
+    legal_expanded: bool
+    score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
+
+
+class SeriesExpansion(Strict):
+    id: str
+    name: str
+    logo: Image | None
+    symbol: str | None
+    palette: list[str] | None
+    release_date: str
+    card_count_total: int
+
+
+class Series(Strict):
+    id: str
+    name: str
+    logo: Image | None
+    palette: list[str] | None
+    expansions: list[SeriesExpansion]
+    score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
+
+
+class ProductExpansion(Strict):
+    id: str
+    name: str
+
+
+class Product(Strict):
+    id: int
+    name: str
+    clean_name: str
+    number: str | None
+    image: Image | None
+    marketplace_url: str
+    expansions: list[ProductExpansion]
+    marketplace: list[ProductPrice]
+    score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
+
+
+class FeedHealth(Strict):
+    status: str = Field(description="ok, stale or never_synced")
+    synced_at: str | None = Field(description="ISO 8601 UTC time of the last successful sync")
+    observed_on: str | None
+
+
+class Health(Strict):
+    status: Literal["ok", "degraded"]
+    feeds: dict[str, FeedHealth]
+    last_updated: str | None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorEnvelope, "description": "bad_request"},
+    401: {"model": ErrorEnvelope, "description": "unauthorized"},
+    429: {"model": ErrorEnvelope, "description": "rate_limited (see Retry-After)"},
+    500: {"model": ErrorEnvelope, "description": "internal"},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorEnvelope, "description": "not_found"}}

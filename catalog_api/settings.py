@@ -1,0 +1,62 @@
+"""All configuration, from environment variables prefixed `CARDCAT_` (and nothing else)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CARDCAT_", extra="ignore")
+
+    # Where mutable state lives: the embedded SQLite database, card images, generated demo data.
+    data_dir: Path = REPO_ROOT / "var"
+    # SQLAlchemy URL. Empty means the embedded default: SQLite in data_dir.
+    database_url: str = ""
+    # Redis shares the rate limit across workers and replicas; empty means in-process counting.
+    redis_url: str = ""
+    # Base of the image URLs served in `image.low` / `image.high`.
+    public_url: str = "http://127.0.0.1:8000"
+    # Key that signs pagination cursors; set it in production so cursors survive restarts
+    # and are accepted by every replica. Empty derives one from the database URL.
+    cursor_secret: str = ""
+    rate_limit: int = 300
+    rate_window_s: int = 60
+    # A catalog older than this makes /health say `stale` (and the service `degraded`).
+    catalog_max_age_s: int = 8 * 24 * 3600
+    # Serve the benchmark's static ceiling route (`/v1/_bench/static`); off in production.
+    bench_routes: bool = False
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            return normalise_database_url(self.database_url)
+        return f"sqlite:///{self.data_dir / 'cardcat.db'}"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.data_dir / "images"
+
+
+def normalise_database_url(url: str) -> str:
+    """Accept plain `postgresql://` URLs and pin the psycopg 3 driver."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def async_url(url: str) -> str:
+    """The async twin of a sync SQLAlchemy URL (psycopg 3 is both; SQLite needs aiosqlite)."""
+    if url.startswith("sqlite:"):
+        return "sqlite+aiosqlite:" + url[len("sqlite:") :]
+    return url
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""Training, evaluation and data generation for the scanner's models."""
