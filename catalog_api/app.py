@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -23,7 +24,7 @@ from catalog_api.errors import APIError, BadRequest, Internal, MethodNotAllowed,
 from catalog_api.gate import V1Gate
 from catalog_api.pagination import CursorCodec
 from catalog_api.ratelimit import make_rate_limiter
-from catalog_api.routes import bench, cards, health, images, reference
+from catalog_api.routes import bench, cards, health, images, reference, scan
 from catalog_api.settings import Settings, get_settings
 from catalog_api.snapshot import SnapshotHolder
 
@@ -42,8 +43,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await app.state.context.snapshots.get()  # build the search indexes before the first request
+        context: AppContext = app.state.context
+        await context.snapshots.get()  # build the search indexes before the first request
+        if settings.scan_url:
+            context.scanner = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=2.0), trust_env=False)
         yield
+        if context.scanner is not None:
+            await context.scanner.aclose()
         await limiter.close()
         await engine.dispose()
 
@@ -58,7 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.context = AppContext(
         settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings))
     )
-    for router in (cards.router, reference.router, health.router, images.router):
+    for router in (cards.router, reference.router, scan.router, health.router, images.router):
         app.include_router(router)
     if settings.bench_routes:
         app.include_router(bench.router)

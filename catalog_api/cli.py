@@ -65,8 +65,15 @@ def catalog_sync(source: Path, images: Path | None, quiet: bool) -> None:
     engine = make_engine(settings)
     started = time.perf_counter()
     report = sync_catalog(engine, source, ImageStore(settings.images_dir), images, progress=not quiet)
+    summary: dict[str, float] = {**report.summary(), "seconds": round(time.perf_counter() - started, 2)}
+    if (settings.index_dir / "meta.json").exists() and images is not None:
+        # Keep the scanner's index current: re-embed the cards this sync created or changed.
+        from serve_app.indexing import refresh_index
+
+        summary["index_refreshed"] = refresh_index(
+            settings, engine, report.cards_created + report.cards_updated
+        )
     engine.dispose()
-    summary = {**report.summary(), "seconds": round(time.perf_counter() - started, 2)}
     click.echo(json.dumps(summary))
 
 
@@ -77,6 +84,29 @@ def catalog_demo_feed(out: Path) -> None:
     from catalog_api.demo_catalog import write_demo_catalog
 
     click.echo(str(write_demo_catalog(out)))
+
+
+@main.group()
+def index() -> None:
+    """The scanner's FAISS index of catalog card faces."""
+
+
+@index.command("build")
+@click.option(
+    "--weights", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="embedder weights"
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def index_build(weights: Path | None, quiet: bool) -> None:
+    """Embed every hosted card face (batched, resumable) and swap the new index in."""
+    from catalog_api.db import make_engine
+    from serve_app.indexing import build_index
+
+    settings = get_settings()
+    engine = make_engine(settings)
+    started = time.perf_counter()
+    count = build_index(settings, engine, weights, progress=not quiet)
+    engine.dispose()
+    click.echo(json.dumps({"cards": count, "seconds": round(time.perf_counter() - started, 2)}))
 
 
 @main.group()
@@ -135,19 +165,49 @@ def keys_list() -> None:
 @click.option("--host", default="127.0.0.1")
 @click.option("--port", default=8000, type=int)
 @click.option("--workers", default=1, type=int, help="uvicorn worker processes")
-def serve(host: str, port: int, workers: int) -> None:
-    """Serve the API (uvicorn)."""
+@click.option(
+    "--scan/--no-scan",
+    default=None,
+    help="Start the Ray Serve scanner too (default: when the models and an index are present).",
+)
+def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
+    """Serve the API (uvicorn), and the scanner on Ray Serve behind it."""
+    import os
+
     import uvicorn
 
-    uvicorn.run(
-        "catalog_api.app:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level="info",
-        access_log=False,
-    )
+    settings = get_settings()
+    started_ray = False
+    if scan is not False and not settings.scan_url:
+        from serve_app.config import ScanConfig, models_present
+
+        config = ScanConfig(index_dir=str(settings.index_dir))
+        missing = models_present(config)
+        if missing and scan:
+            raise click.ClickException(f"cannot start the scanner, missing: {', '.join(missing)}")
+        if not missing:
+            from serve_app.local import start_scanner
+
+            os.environ["CARDCAT_SCAN_URL"] = start_scanner(config, settings.scan_port)
+            get_settings.cache_clear()
+            started_ray = True
+        else:
+            click.echo("scanner not started (no index yet: `cardcat index build`); serving the catalog only")
+    try:
+        uvicorn.run(
+            "catalog_api.app:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+            access_log=False,
+        )
+    finally:
+        if started_ray:
+            from serve_app.local import stop_scanner
+
+            stop_scanner()
 
 
 @main.command("demo")
@@ -167,7 +227,7 @@ def demo(ctx: click.Context, host: str, port: int) -> None:
     ctx.invoke(catalog_sync, source=source, images=None, quiet=False)
     ctx.invoke(keys_create, name="demo", expires_in=None)
     click.echo(f"serving on http://{host}:{port} (docs at /docs)")
-    ctx.invoke(serve, host=host, port=port, workers=1)
+    ctx.invoke(serve, host=host, port=port, workers=1, scan=None)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Upstream catalog feed records -> the service's rows. Every quirk of the real feed is decided here.
 
 Decisions (also in README):
-- A card without an English name is served under the first name it has in another language (French in
-  today's feed), else its id; nothing is dropped.
+- A card (or expansion, or series) without an English name is served under the first name it has in
+  another language (French in today's feed), else its id; nothing is dropped.
 - Rarity "None" (a string upstream) means the source has no rarity: served as null.
 - Collector numbers are served exactly as printed; `number_normalized` strips zero padding from digit runs
   and any `/total` suffix ("001/131" -> "1", "SV001" -> "SV1"); non-digit numbers sort after numeric ones.
@@ -57,6 +57,7 @@ def normalize_number(number: str | None) -> str | None:
 
 
 def card_name(record: dict[str, Any]) -> str:
+    """The English name, else the first name in another language, else the id (cards, sets, series)."""
     names = record.get("names") or {}
     if record.get("name"):
         return str(record["name"])
@@ -181,7 +182,7 @@ def expansion_row(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(record["id"]),
         "series_id": str(record["series_id"]),
-        "name": record.get("name") or (record.get("names") or {}).get("en") or str(record["id"]),
+        "name": card_name(record),
         "code": record.get("code"),
         "ptcgo_code": record.get("ptcgo_code"),
         "abbreviations": record.get("abbreviations"),
@@ -198,7 +199,7 @@ def expansion_row(record: dict[str, Any]) -> dict[str, Any]:
 def series_row(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(record["id"]),
-        "name": record.get("name") or (record.get("names") or {}).get("en") or str(record["id"]),
+        "name": card_name(record),
         "names": record.get("names"),
         "first_release_date": record.get("first_release_date"),
         "logo_url": record.get("logo_url"),

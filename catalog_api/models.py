@@ -94,7 +94,11 @@ class CardVariant(Base):
     stamps: Mapped[list[str]] = mapped_column(JSONType)
     foil: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (UniqueConstraint("card_id", "printing_key", name="uq_card_variants_printing"),)
+    __table_args__ = (
+        UniqueConstraint("card_id", "printing_key", name="uq_card_variants_printing"),
+        # Never hand a deleted printing's id to a new one (SQLite would reuse the highest id).
+        {"sqlite_autoincrement": True},
+    )
 
 
 class Product(Base):

@@ -69,11 +69,14 @@ def expansion_record(row: Any) -> dict[str, Any]:
 
 
 def series_record(row: Any, expansions: list[Any]) -> dict[str, Any]:
+    """`expansions` in release order. The feed has no series logos: a series shows the logo of its first
+    expansion that has one (as the printed series branding does). Palettes are not computed yet: []."""
+    logo_url = row.logo_url or next((e.logo_url for e in expansions if e.logo_url), None)
     return {
         "id": row.id,
         "name": row.name,
-        "logo": _logo(row.logo_url),
-        "palette": None,
+        "logo": _logo(logo_url),
+        "palette": [],
         "expansions": [
             {
                 "id": e.id,

@@ -198,6 +198,41 @@ class Product(Strict):
     score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
 
 
+class ScanExpansion(Strict):
+    id: str
+    name: str
+
+
+class ScanCard(Strict):
+    id: str
+    name: str
+    category: str | None
+    rarity: str | None
+    number: str | None
+    image: Image | None
+    expansion: ScanExpansion
+
+
+class ScanMatch(Strict):
+    score: float = Field(ge=0, le=1)
+    card: ScanCard
+
+
+class ScanAnalysis(Strict):
+    game: str | None = Field(description="`cardgame`; null when `matches` is empty.")
+
+
+class Unidentified(Strict):
+    reason: Literal["print_unreadable", "no_confident_match"]
+    message: str
+
+
+class ScanResult(Strict):
+    analysis: ScanAnalysis
+    matches: list[ScanMatch] = Field(max_length=5, description="Best first: one when confident, up to five.")
+    unidentified: Unidentified | None
+
+
 class FeedHealth(Strict):
     status: str = Field(description="ok, stale or never_synced")
     synced_at: str | None = Field(description="ISO 8601 UTC time of the last successful sync")

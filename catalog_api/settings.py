@@ -28,6 +28,11 @@ class Settings(BaseSettings):
     rate_window_s: int = 60
     # A catalog older than this makes /health say `stale` (and the service `degraded`).
     catalog_max_age_s: int = 8 * 24 * 3600
+    # The scanner's Ray Serve endpoint (`cardcat serve` sets it when it starts the scanner itself).
+    # Empty: catalog-only, and `POST /v1/scan` answers 503 scan_unavailable.
+    scan_url: str = ""
+    # Port of Ray Serve's HTTP proxy when `cardcat serve` starts the scanner (internal traffic only).
+    scan_port: int = 8001
     # Serve the benchmark's static ceiling route (`/v1/_bench/static`); off in production.
     bench_routes: bool = False
 
@@ -40,6 +45,11 @@ class Settings(BaseSettings):
     @property
     def images_dir(self) -> Path:
         return self.data_dir / "images"
+
+    @property
+    def index_dir(self) -> Path:
+        """The scanner's FAISS index of catalog faces (`cardcat index build`)."""
+        return self.data_dir / "index"
 
 
 def normalise_database_url(url: str) -> str:

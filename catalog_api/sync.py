@@ -140,13 +140,17 @@ def _sync_cards(
 ) -> None:
     release = dict(session.execute(select(Expansion.id, Expansion.release_date)).tuples().all())
     existing = {
-        card_id: (digest, image_key)
-        for card_id, digest, image_key in session.execute(select(Card.id, Card.content_hash, Card.image_key))
+        card_id: (digest, image_key, sort_release)
+        for card_id, digest, image_key, sort_release in session.execute(
+            select(Card.id, Card.content_hash, Card.image_key, Card.sort_release)
+        )
     }
     new_cards: list[dict[str, Any]] = []
     new_variants: list[dict[str, Any]] = []
     changed: dict[str, list[dict[str, Any]]] = {}
     changed_rows: list[dict[str, Any]] = []
+    # An expansion's corrected release date moves its cards in catalog order without changing any card.
+    resorted: list[dict[str, Any]] = []
     records = feed.read_jsonl(feed.feed_path(source, "cards"))
     for record in tqdm(records, desc="cards", unit=" cards", disable=not progress, mininterval=0.5):
         report.cards_seen += 1
@@ -160,7 +164,8 @@ def _sync_cards(
         row = feed.card_row(record, release.get(str(record["expansion_id"]), "9999-12-31"), image_key)
         variants, dropped = feed.card_variants(record)
         report.duplicate_printings += dropped
-        row["content_hash"] = feed.content_hash({"row": row, "variants": variants})
+        card_fields = {k: v for k, v in row.items() if k != "sort_release"}
+        row["content_hash"] = feed.content_hash({"row": card_fields, "variants": variants})
         if old is None:
             new_cards.append(row)
             new_variants.extend({**v, "card_id": card_id, "position": i} for i, v in enumerate(variants))
@@ -169,6 +174,8 @@ def _sync_cards(
             changed_rows.append(row)
             changed[card_id] = variants
             report.cards_updated.append(card_id)
+        elif old[2] != row["sort_release"]:
+            resorted.append({"id": card_id, "sort_release": row["sort_release"]})
     for batch in chunks(new_cards, 2000):
         session.execute(insert(Card), batch)
     for batch in chunks(new_variants, 5000):
@@ -176,6 +183,8 @@ def _sync_cards(
     if changed_rows:
         session.execute(update(Card), changed_rows)
         _sync_changed_variants(session, changed, report)
+    if resorted:
+        session.execute(update(Card), resorted)
 
 
 def _sync_changed_variants(

@@ -516,6 +516,26 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Ima
         raise UnsupportedImage("The image could not be decoded; it may be truncated or corrupt.") from None
 
 
+def probe_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[str, int, int]:
+    """Format and size from the header alone: the ingress refuses junk and bombs cheaply and leaves the
+    pixel decoding (which also catches truncation) to the scanner."""
+    if not data:
+        raise UnsupportedImage("The image is empty.")
+    try:
+        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as im:
+            width, height = im.size
+            image_format = str(im.format)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise UnsupportedImage(f"The image has more than the {max_pixels:,} pixels we decode.") from None
+    except Exception:
+        raise UnsupportedImage("The bytes are not a JPEG, PNG or WebP image.") from None
+    if width * height > max_pixels:
+        raise UnsupportedImage(
+            f"The image is {width}x{height} pixels, more than the {max_pixels:,} pixels we decode."
+        )
+    return image_format, width, height
+
+
 def _upright_rgb(im: Image.Image) -> Image.Image:
     """Apply EXIF orientation (ignoring broken EXIF) and flatten to RGB, transparency onto white."""
     try:

@@ -1,5 +1,5 @@
 """Real things only: a real PostgreSQL (and SQLite), real Redis, the real server over loopback HTTP,
-data loaded through the real `cardcat` CLI.
+data loaded through the real `cardcat` CLI (see tests/harness.py).
 
 PostgreSQL and Redis default to 127.0.0.1 (override with CARDCAT_TEST_POSTGRES_URL / CARDCAT_TEST_REDIS_URL).
 Where they are missing, their tests skip saying why; with CI=true they fail instead.
@@ -7,227 +7,28 @@ Where they are missing, their tests skip saying why; with CI=true they fail inst
 
 from __future__ import annotations
 
-import gzip
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
-import redis
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-SHARED_CATALOG = SHARED / "catalog"
-PG_ADMIN_URL = os.environ.get("CARDCAT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("CARDCAT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-IN_CI = os.environ.get("CI") == "true"
-CARDCAT = [sys.executable, "-m", "catalog_api.cli"]
-# Expansions the fast tests load: reprints that share artwork (base1/base4), duplicate printings (ex14),
-# rarity "None" (2011bw), French-only names (2013bw), TG/SV numbers (swsh10tg, sma), "001" (miscp),
-# numeric and non-numeric numbers in one expansion (col1), cards without printings (swshp).
-SUBSET = (
-    "miscp",
-    "base1",
-    "base4",
-    "ex14",
-    "2011bw",
-    "2013bw",
-    "swsh4.5",
-    "sma",
-    "swsh10tg",
-    "col1",
-    "swshp",
+from tests.harness import (  # noqa: F401  (re-exported for the test modules)
+    IN_CI,
+    REDIS_URL,
+    REPO,
+    SHARED,
+    SHARED_CATALOG,
+    SUBSET,
+    Service,
+    launch,
+    require_redis,
+    require_shared,
+    write_subset_feed,
 )
-
-
-def unavailable(what: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{what} (CI=true requires it)")
-    pytest.skip(what)
-
-
-def require_shared() -> None:
-    if not (SHARED_CATALOG / "cards.jsonl.gz").exists():
-        pytest.skip("../shared/catalog is not beside the checkout (it holds the real catalog feed)")
-
-
-def _pg_ok() -> bool:
-    try:
-        psycopg.connect(PG_ADMIN_URL, connect_timeout=2, autocommit=True).close()
-        return True
-    except psycopg.Error:
-        return False
-
-
-def _redis_ok() -> bool:
-    try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping())
-    except redis.RedisError:
-        return False
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Database:
-    url: str
-    backend: str
-    drop: Any = None
-
-
-def create_database(backend: str, tmp: Path) -> Database:
-    if backend == "sqlite":
-        return Database(f"sqlite:///{tmp / 'cardcat.db'}", backend)
-    if not _pg_ok():
-        unavailable(f"PostgreSQL not reachable at {PG_ADMIN_URL}")
-    name = f"cardcat_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    base = PG_ADMIN_URL.rsplit("/", 1)[0]
-    return Database(f"{base}/{name}", backend, drop)
-
-
-def require_redis() -> str:
-    if not _redis_ok():
-        unavailable(f"Redis not reachable at {REDIS_URL}")
-    return REDIS_URL
-
-
-@dataclass
-class Service:
-    """One deployment: a database, a data dir, and any number of server processes over it."""
-
-    db: Database
-    data_dir: Path
-    extra_env: dict[str, str] = field(default_factory=dict)
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    base_url: str = ""
-    key: str = ""
-
-    @property
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CARDCAT_")}
-        env.update(
-            CARDCAT_DATABASE_URL=self.db.url,
-            CARDCAT_DATA_DIR=str(self.data_dir),
-            CARDCAT_CURSOR_SECRET="test-secret",
-            PYTHONPATH=str(REPO),
-            **self.extra_env,
-        )
-        return env
-
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([*CARDCAT, *args], env=self.env, capture_output=True, text=True, cwd=REPO)
-        if check and result.returncode != 0:
-            raise AssertionError(f"cardcat {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-        return result
-
-    def new_key(self, name: str = "test", *extra: str) -> str:
-        """A key made by the real `cardcat keys create` (the key is its last line of output)."""
-        return self.cli("keys", "create", "--name", name, *extra).stdout.strip().splitlines()[-1]
-
-    def quick_key(self) -> str:
-        """A key made in-process with the same code the CLI calls (each client gets its own budget)."""
-        from catalog_api.auth import create_key
-        from catalog_api.db import make_engine
-        from catalog_api.settings import Settings
-
-        engine = make_engine(Settings(database_url=self.db.url, data_dir=self.data_dir))
-        try:
-            return create_key(engine, "test")[0]
-        finally:
-            engine.dispose()
-
-    def start(self, **extra_env: str) -> str:
-        """Start one more server process on this deployment; returns its base URL."""
-        port = free_port()
-        env = {**self.env, **extra_env}
-        proc = subprocess.Popen(
-            [*CARDCAT, "serve", "--port", str(port)],
-            env=env,
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        self.processes.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            raise AssertionError("server did not come up in 60 s")
-        if not self.base_url:
-            self.base_url = url
-        return url
-
-    def client(self, key: str | None = None, base_url: str | None = None) -> httpx.Client:
-        """An HTTP client with its own fresh key (so tests never share a rate-limit budget)."""
-        headers = {"Authorization": f"Bearer {key or self.quick_key()}"}
-        return httpx.Client(base_url=base_url or self.base_url, headers=headers, timeout=30)
-
-    def stop(self) -> None:
-        for proc in self.processes:
-            proc.terminate()
-        for proc in self.processes:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        self.processes.clear()
-        if self.db.drop:
-            self.db.drop()
-
-
-def write_subset_feed(out: Path, expansions: tuple[str, ...] = SUBSET) -> Path:
-    """A copy of the real feed restricted to a few expansions (in a temp dir, never in the repo)."""
-    out.mkdir(parents=True, exist_ok=True)
-    import orjson
-
-    keep_series: set[str] = set()
-    for name in ("expansions", "cards", "products", "series"):
-        with (
-            gzip.open(SHARED_CATALOG / f"{name}.jsonl.gz", "rb") as src,
-            gzip.open(out / f"{name}.jsonl.gz", "wb") as dst,
-        ):
-            for line in src:
-                record = orjson.loads(line)
-                if name == "expansions" and record["id"] in expansions:
-                    keep_series.add(record["series_id"])
-                elif name == "expansions":
-                    continue
-                if name == "cards" and record["expansion_id"] not in expansions:
-                    continue
-                if name == "products" and not any(e["id"] in expansions for e in record["expansions"]):
-                    continue
-                if name == "series" and record["id"] not in keep_series:
-                    continue
-                dst.write(line)
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -239,16 +40,6 @@ def feed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from catalog_api.demo_catalog import write_demo_catalog
 
     return write_demo_catalog(out)
-
-
-def launch(backend: str, tmp: Path, feed: Path | None, **extra_env: str) -> Service:
-    service = Service(create_database(backend, tmp), tmp / "data", dict(extra_env))
-    service.cli("db", "upgrade")
-    if feed is not None:
-        service.cli("catalog", "sync", "--from", str(feed), "--quiet")
-    service.key = service.new_key()
-    service.start()
-    return service
 
 
 @pytest.fixture(scope="session", params=["postgresql", "sqlite"])

@@ -71,9 +71,13 @@ def render_catalog(
 ) -> Path:
     """Render (or reuse) every selected card's face under `out`; returns the manifest path."""
     exp_records = {e["id"]: e for e in read_jsonl(feed_path(catalog, "expansions"))}
-    series_order = {s: i for i, s in enumerate(sorted({e.get("series_id") for e in exp_records.values()}, key=str))}
+    series_order = {
+        s: i for i, s in enumerate(sorted({e.get("series_id") for e in exp_records.values()}, key=str))
+    }
     wanted = set(expansions) if expansions else None
-    cards = [c for c in read_jsonl(feed_path(catalog, "cards")) if wanted is None or c["expansion_id"] in wanted]
+    cards = [
+        c for c in read_jsonl(feed_path(catalog, "cards")) if wanted is None or c["expansion_id"] in wanted
+    ]
     if limit:
         cards = cards[:limit]
     out.mkdir(parents=True, exist_ok=True)
@@ -86,7 +90,11 @@ def render_catalog(
                 known[info["id"]] = info
     jobs = []
     for card in cards:
-        if card["id"] in known and (out / card["id"] / "high.jpg").exists() and (out / card["id"] / "low.jpg").exists():
+        if (
+            card["id"] in known
+            and (out / card["id"] / "high.jpg").exists()
+            and (out / card["id"] / "low.jpg").exists()
+        ):
             continue
         expansion = exp_records.get(card["expansion_id"])
         series_index = series_order.get((expansion or {}).get("series_id"), 0)
@@ -114,7 +122,9 @@ def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Render (and cache) card faces with ../shared/tools/cardrender.py")
+    parser = argparse.ArgumentParser(
+        description="Render (and cache) card faces with ../shared/tools/cardrender.py"
+    )
     parser.add_argument("--catalog", type=Path, default=SHARED / "catalog")
     parser.add_argument("--out", type=Path, default=DEFAULT_CACHE / "catalog")
     parser.add_argument("--expansion", action="append")

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from catalog_api.schemas import Envelope, Health
-from tests.conftest import Service
+from tests.harness import Service
 
 BACKENDS = ["postgresql", "sqlite"]
 

@@ -162,6 +162,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["card_id"], ["cards.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("card_id", "printing_key", name="uq_card_variants_printing"),
+        sqlite_autoincrement=True,
     )
     with op.batch_alter_table("card_variants", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_card_variants_card_id"), ["card_id"], unique=False)

@@ -1,0 +1,247 @@
+"""Scanner accuracy through the real HTTP endpoint, on the full catalog.
+
+Renders every card face (cached under ~/.cache/cardcat/renders), syncs them into a fresh PostgreSQL
+deployment, builds the FAISS index, starts `cardcat serve --scan` (Ray Serve behind the /v1 ingress),
+then sends held-out synthetic photos (seeds >= 10,000,000, never used in training): standard, hard and
+no-card. Prints top-1, top-5, unidentified rate, confident-wrong rate and no-card false matches, each
+split by unique vs shared artwork (reprints), and writes JSON.
+
+    .venv/bin/python benchmarks/scan_accuracy.py [--standard 600 --hard 300 --nocard 200] [--expansion ID]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import platform
+import subprocess
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from PIL import Image
+
+from catalog_api.feed import feed_path, read_jsonl
+from tests.harness import REPO, SHARED_CATALOG, launch_scanner
+from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
+
+SEED_BASE = 10_000_000
+TARGETS = {
+    "standard.all.top1": (">=", 0.99),
+    "hard.unique.top1": (">=", 0.90),
+    "hard.shared.top5": (">=", 0.95),
+    "all.confident_wrong": ("<=", 0.005),
+    "nocard.false_match": ("<=", 0.01),
+}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--standard", type=int, default=600)
+    parser.add_argument("--hard", type=int, default=300)
+    parser.add_argument("--nocard", type=int, default=200)
+    parser.add_argument("--expansion", action="append", help="only these expansions (quick runs)")
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_accuracy.json")
+    return parser.parse_args()
+
+
+def sample_cards(
+    card_ids: list[str], manifest: dict[str, dict[str, Any]], count: int, seed: int
+) -> list[str]:
+    """Half from artworks shared by reprints, half from unique artworks (as available)."""
+    groups = Counter(manifest[c]["artwork_key"] for c in card_ids)
+    shared = [c for c in card_ids if groups[manifest[c]["artwork_key"]] > 1]
+    unique = [c for c in card_ids if groups[manifest[c]["artwork_key"]] == 1]
+    rng = np.random.default_rng(seed)
+    half = count // 2
+    picks = list(rng.choice(shared, size=min(half, len(shared)), replace=False)) if shared else []
+    picks += list(rng.choice(unique, size=min(count - len(picks), len(unique)), replace=False))
+    return [str(c) for c in picks]
+
+
+def jpeg(image: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+async def send_all(base_url: str, key: str, jobs: list[dict[str, Any]], concurrency: int) -> None:
+    """POST every photo; record each job's matches, unidentified reason and latency."""
+    from training.synth import make_nocard_photo, make_photo
+
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    done = 0
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal done
+        while not queue.empty():
+            job = queue.get_nowait()
+            if job["kind"] == "nocard":
+                photo = await asyncio.to_thread(make_nocard_photo, job["seed"])
+            else:
+                face = np.asarray(Image.open(job["face"]).convert("RGB"))
+                photo = await asyncio.to_thread(make_photo, face, job["seed"], job["kind"])
+            data = await asyncio.to_thread(jpeg, photo.image)
+            started = time.perf_counter()
+            response = await client.post("/v1/scan", files={"image": ("photo.jpg", data, "image/jpeg")})
+            job["ms"] = (time.perf_counter() - started) * 1000
+            body = response.json()
+            if response.status_code != 200:
+                job["error"] = body.get("error")
+                job["matches"] = []
+            else:
+                job["matches"] = [m["card"]["id"] for m in body["data"]["matches"]]
+                job["reason"] = (body["data"]["unidentified"] or {}).get("reason")
+            done += 1
+            if done % 100 == 0:
+                print(f"  {done}/{len(jobs)} photos", flush=True)
+
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=120) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+
+
+def rates(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    if not jobs:
+        return {"n": 0}
+    n = len(jobs)
+    top1 = sum(1 for j in jobs if j["matches"][:1] == [j.get("card_id")])
+    top5 = sum(1 for j in jobs if j.get("card_id") in j["matches"])
+    unidentified = sum(1 for j in jobs if not j["matches"])
+    wrong = sum(1 for j in jobs if len(j["matches"]) == 1 and j["matches"][0] != j.get("card_id"))
+    single = sum(1 for j in jobs if len(j["matches"]) == 1)
+    return {
+        "n": n,
+        "top1": top1 / n,
+        "top5": top5 / n,
+        "unidentified": unidentified / n,
+        "single_match": single / n,
+        "confident_wrong": wrong / n,
+        "errors": sum(1 for j in jobs if "error" in j),
+        "p50_ms": float(np.percentile([j["ms"] for j in jobs], 50)),
+    }
+
+
+def main() -> int:
+    args = parse_args()
+    expansions = args.expansion or [e["id"] for e in read_jsonl(feed_path(SHARED_CATALOG, "expansions"))]
+    started = time.perf_counter()
+    manifest_path = render_catalog(SHARED_CATALOG, DEFAULT_CACHE / "catalog", expansions)
+    manifest = read_manifest(manifest_path)
+    render_s = time.perf_counter() - started
+    wanted = set(expansions)
+    card_ids = sorted(
+        c["id"]
+        for c in read_jsonl(feed_path(SHARED_CATALOG, "cards"))
+        if c["expansion_id"] in wanted and c["id"] in manifest
+    )
+    with tempfile.TemporaryDirectory(prefix="cardcat-scan-bench-") as tmp:
+        started = time.perf_counter()
+        service = launch_scanner(Path(tmp), tuple(expansions))
+        setup_s = time.perf_counter() - started
+        try:
+            jobs: list[dict[str, Any]] = []
+            for kind, count, offset in (("standard", args.standard, 0), ("hard", args.hard, 1_000_000)):
+                for i, card_id in enumerate(sample_cards(card_ids, manifest, count, SEED_BASE + offset)):
+                    face = DEFAULT_CACHE / "catalog" / card_id / "high.jpg"
+                    jobs.append(
+                        {"kind": kind, "card_id": card_id, "seed": SEED_BASE + offset + i, "face": str(face)}
+                    )
+            jobs += [{"kind": "nocard", "seed": SEED_BASE + 2_000_000 + i} for i in range(args.nocard)]
+            groups = Counter(manifest[c]["artwork_key"] for c in card_ids)
+            for job in jobs:
+                if "card_id" in job:
+                    job["artwork"] = (
+                        "shared" if groups[manifest[job["card_id"]]["artwork_key"]] > 1 else "unique"
+                    )
+            print(f"sending {len(jobs)} photos at concurrency {args.concurrency}", flush=True)
+            asyncio.run(send_all(service.base_url, service.key, jobs, args.concurrency))
+        finally:
+            service.stop()
+    report: dict[str, Any] = defaultdict(dict)
+    for kind in ("standard", "hard"):
+        of_kind = [j for j in jobs if j["kind"] == kind]
+        report[kind]["all"] = rates(of_kind)
+        for split in ("unique", "shared"):
+            report[kind][split] = rates([j for j in of_kind if j["artwork"] == split])
+    nocard = [j for j in jobs if j["kind"] == "nocard"]
+    report["nocard"] = {
+        "n": len(nocard),
+        "false_match": sum(1 for j in nocard if j["matches"]) / max(1, len(nocard)),
+        "reasons": dict(Counter(j.get("reason") for j in nocard)),
+    }
+    card_jobs = [j for j in jobs if j["kind"] != "nocard"]
+    report["all"] = {
+        "confident_wrong": sum(
+            1 for j in card_jobs if len(j["matches"]) == 1 and j["matches"][0] != j["card_id"]
+        )
+        / max(1, len(card_jobs))
+    }
+    print_table(report)
+    checks = check_targets(report)
+    meta = {
+        "cards_indexed": len(card_ids),
+        "render_s": round(render_s, 1),
+        "setup_s (sync + index build + scanner start)": round(setup_s, 1),
+        "seed_base": SEED_BASE,
+        "cpu_count": __import__("os").cpu_count(),
+        "python": platform.python_version(),
+        "git_sha": subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ).stdout.strip(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "results": report, "targets": checks}, indent=2))
+    print(json.dumps(meta, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def print_table(report: dict[str, Any]) -> None:
+    columns = ("n", "top1", "top5", "unident.", "single", "conf.wrong", "p50 ms")
+    print(f"\n{'photos':<10} {'artwork':<8} " + " ".join(f"{c:>10}" for c in columns))
+    for kind in ("standard", "hard"):
+        for split in ("all", "unique", "shared"):
+            r = report[kind][split]
+            if not r.get("n"):
+                continue
+            cells = (
+                f"{r['n']:>10}",
+                f"{r['top1']:>10.1%}",
+                f"{r['top5']:>10.1%}",
+                f"{r['unidentified']:>10.1%}",
+                f"{r['single_match']:>10.1%}",
+                f"{r['confident_wrong']:>10.2%}",
+                f"{r['p50_ms']:>10.0f}",
+            )
+            print(f"{kind:<10} {split:<8} " + " ".join(cells))
+    nocard = report["nocard"]
+    print(f"{'no-card':<10} {'-':<8} {nocard['n']:>10}  false matches {nocard['false_match']:.2%}", end="")
+    print(f"  reasons {nocard['reasons']}")
+
+
+def check_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    checks = []
+    for name, (op, bound) in TARGETS.items():
+        node: Any = report
+        for part in name.split("."):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        value = node if isinstance(node, float) else None
+        met = value is not None and (value >= bound if op == ">=" else value <= bound)
+        checks.append({"metric": name, "target": f"{op} {bound}", "value": value, "met": met})
+        shown = "n/a" if value is None else f"{value:.4f}"
+        print(f"target {name} {op} {bound}: {shown} {'MET' if met else 'NOT MET'}")
+    return checks
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

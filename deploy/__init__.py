@@ -1,0 +1,1 @@
+"""Deployment configuration (Ray Serve configs, KubeRay manifests, Triton layout); no runtime code."""

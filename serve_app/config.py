@@ -1,0 +1,47 @@
+"""What the scanner's Ray Serve application is built from: weights, index, device, batching."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from serve_app.fusion import Thresholds
+
+MODELS = Path(__file__).resolve().parents[1] / "models" / "weights"
+
+
+@dataclass
+class ScanConfig:
+    index_dir: str
+    detector_weights: str = str(MODELS / "detector.pt")
+    embedder_weights: str = str(MODELS / "embedder.pt")
+    ocr_weights: str = str(MODELS / "ocr.pt")
+    ocr_checkpoint: str | None = None  # any docTR recognition checkpoint, instead of ours
+    ocr_arch: str = "crnn_mobilenet_v3_small"
+    device: str = "auto"  # "auto": CUDA when the replica has a GPU
+    top_k: int = 32
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def fusion_thresholds(self) -> Thresholds:
+        return Thresholds(**self.thresholds)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def models_present(config: ScanConfig) -> list[str]:
+    """The weight files and index parts that are missing (empty when the scanner can run)."""
+    needed = [config.detector_weights, config.embedder_weights]
+    if not config.ocr_checkpoint:
+        needed.append(config.ocr_weights)
+    needed += [str(Path(config.index_dir) / name) for name in ("index.faiss", "meta.json", "cards.json")]
+    return [path for path in needed if not Path(path).exists()]

@@ -1,0 +1,198 @@
+"""Fusing what the photo looks like with what its print says.
+
+Spec rules, in order: a legible print restricts the candidates to cards that agree with it; similarity
+ranks the rest; anything read that matches no catalog card is discarded; an unreadable print leaves the
+picture to decide alone. Reprints share their artwork, so the picture cannot tell them apart: the
+printed number and set code do. The answer is one confident match, up to five in a close race, or
+`unidentified` — never a guessed list.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from catalog_api.feed import normalize_number
+
+MAX_MATCHES = 5
+
+
+@dataclass(frozen=True)
+class CardPrint:
+    """What is printed on one catalog card, as the scanner compares it."""
+
+    id: str
+    name: str
+    number: str | None
+    set_code: str | None
+    printed_total: str | None
+    artwork: str
+
+    @property
+    def number_key(self) -> str | None:
+        return number_key(self.number)
+
+
+def number_key(number: str | None) -> str | None:
+    """'025' -> '25', 'TG05' -> 'TG5', '025/198' -> '25'; case-folded for matching."""
+    folded = normalize_number(number) if number else None
+    return folded.upper() if folded else None
+
+
+@dataclass(frozen=True)
+class Read:
+    """The OCR's reading of a face; fields below their confidence floor count as unread."""
+
+    name: str | None = None
+    name_confidence: float = 0.0
+    number: str | None = None
+    number_confidence: float = 0.0
+    printed_total: str | None = None
+    set_code: str | None = None
+    set_code_confidence: float = 0.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    field_confidence: float = 0.5  # a field read below this is treated as unread
+    min_similarity: float = 0.45  # below this nothing "looks close"
+    accept: float = 0.70  # picture alone: accept one card at or above this...
+    margin: float = 0.06  # ...when the next different artwork is at least this far below
+    accept_with_print: float = 0.55  # a print-confirmed card needs only this much similarity
+    same_artwork: float = 0.04  # reprints within this of the best share its artwork in practice
+    race_window: float = 0.08  # a close race holds candidates within this of the best
+
+
+@dataclass
+class Decision:
+    matches: list[tuple[str, float]] = field(default_factory=list)
+    reason: str | None = None
+    message: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        unidentified = None if self.reason is None else {"reason": self.reason, "message": self.message}
+        return {
+            "matches": [{"card_id": card_id, "score": score} for card_id, score in self.matches],
+            "unidentified": unidentified,
+            "details": self.details,
+        }
+
+
+class PrintTable:
+    """Every indexed card's print, with lookups by number and set code."""
+
+    def __init__(self, cards: Iterable[CardPrint]) -> None:
+        self.cards: dict[str, CardPrint] = {card.id: card for card in cards}
+        self.by_number: dict[str, list[str]] = defaultdict(list)
+        self.codes: set[str] = set()
+        for card in self.cards.values():
+            if card.number_key:
+                self.by_number[card.number_key].append(card.id)
+            if card.set_code:
+                self.codes.add(card.set_code.upper())
+
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]]) -> PrintTable:
+        return cls(
+            CardPrint(
+                id=str(r["id"]),
+                name=str(r["name"]),
+                number=r.get("number"),
+                set_code=r.get("set_code"),
+                printed_total=r.get("printed_total"),
+                artwork=str(r.get("artwork") or r["id"]),
+            )
+            for r in records
+        )
+
+
+def interpret(
+    read: Read | None, table: PrintTable, t: Thresholds
+) -> tuple[str | None, str | None, str | None]:
+    """(number key, set code, name) actually usable: confident, and pointing at some catalog card."""
+    if read is None:
+        return None, None, None
+    number = number_key(read.number) if read.number_confidence >= t.field_confidence else None
+    if number is not None and number not in table.by_number:
+        number = None
+    code = (
+        read.set_code.strip().upper()
+        if read.set_code and read.set_code_confidence >= t.field_confidence
+        else None
+    )
+    if code is not None and code not in table.codes:
+        code = None
+    if number is not None and code is not None:
+        pointed = [table.cards[i] for i in table.by_number[number]]
+        if not any((c.set_code or "").upper() == code for c in pointed):
+            # Number and code name no card together: keep the more confident of the two.
+            if read.number_confidence >= read.set_code_confidence:
+                code = None
+            else:
+                number = None
+    name = read.name.strip() if read.name and read.name_confidence >= t.field_confidence else None
+    return number, code, name
+
+
+def _agrees(card: CardPrint, number: str | None, code: str | None) -> bool:
+    if number is not None and card.number_key != number:
+        return False
+    return code is None or (card.set_code or "").upper() == code
+
+
+def decide(
+    similar: Mapping[str, float], read: Read | None, table: PrintTable, t: Thresholds | None = None
+) -> Decision:
+    """`similar`: candidate card id -> cosine similarity of the photo to its face (best orientation)."""
+    t = t or Thresholds()
+    number, code, name = interpret(read, table, t)
+    legible = number is not None or code is not None
+    candidates = {card_id: sim for card_id, sim in similar.items() if card_id in table.cards}
+    details: dict[str, Any] = {"number": number, "set_code": code, "name": name}
+    if legible:
+        # Cards the print names are candidates even when the picture ranked them low (glare on the art).
+        for card_id in table.by_number.get(number or "", []):
+            candidates.setdefault(card_id, 0.0)
+        pool = [(cid, sim) for cid, sim in candidates.items() if _agrees(table.cards[cid], number, code)]
+    else:
+        pool = list(candidates.items())
+    if name is not None and legible and pool:
+        # A confidently read name that fits some agreeing card narrows further (different cards can share
+        # a number across sets); one that fits none is discarded.
+        named = [
+            (cid, sim)
+            for cid, sim in pool
+            if fuzz.ratio(name.casefold(), table.cards[cid].name.casefold()) >= 80
+        ]
+        pool = named or pool
+    pool.sort(key=lambda item: (-item[1], item[0]))
+    best_sim = pool[0][1] if pool else 0.0
+    if not pool or best_sim < t.min_similarity:
+        if legible:
+            return Decision(reason="no_confident_match", message=_NO_MATCH, details=details)
+        return Decision(reason="print_unreadable", message=_UNREADABLE, details=details)
+    top = table.cards[pool[0][0]]
+    same_art = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork == top.artwork]
+    other_art = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork != top.artwork]
+    margin = best_sim - (other_art[0][1] if other_art else 0.0)
+    details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(same_art))
+    single = len(same_art) == 1 and (
+        (legible and best_sim >= t.accept_with_print) or (best_sim >= t.accept and margin >= t.margin)
+    )
+    if single:
+        return Decision(matches=[(top.id, _score(best_sim))], details=details)
+    race = [(cid, sim) for cid, sim in pool if sim >= best_sim - t.race_window][:MAX_MATCHES]
+    return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
+
+
+def _score(similarity: float) -> float:
+    return round(min(1.0, max(0.0, similarity)), 4)
+
+
+_UNREADABLE = "Could not read the card's name, number or set code, and no catalog card looked close."
+_NO_MATCH = "Read the card's print, but no card it points at matches the picture."

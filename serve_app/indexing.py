@@ -1,0 +1,123 @@
+"""Building and refreshing the scanner's index from what the catalog serves.
+
+The index directory holds the FAISS index of every card face the service hosts (`index.faiss`,
+`meta.json`) and the print table the fusion step compares OCR reads with (`cards.json`). A rebuild is
+written beside the live directory and swapped in by rename, so the scanner (which watches meta.json)
+moves from the old index to the new one between two requests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from catalog_api.images import ImageStore
+from catalog_api.models import Card, Expansion
+from catalog_api.settings import Settings
+
+
+def print_records(engine: Engine, card_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Each imaged card's print: what the OCR can be compared with."""
+    stmt = (
+        select(
+            Card.id,
+            Card.name,
+            Card.number,
+            Card.illustrator,
+            Card.image_key,
+            Expansion.code,
+            Expansion.card_count_official,
+        )
+        .join(Expansion, Expansion.id == Card.expansion_id)
+        .where(Card.image_key.is_not(None))
+        .order_by(Card.id)
+    )
+    wanted = set(card_ids) if card_ids is not None else None
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    return [
+        {
+            "id": row.id,
+            "name": row.name,
+            "number": row.number,
+            "set_code": row.code,
+            "printed_total": str(row.card_count_official) if row.number and row.number.isdigit() else None,
+            # The renderer's rule: reprints that share name and illustrator share their artwork.
+            "artwork": f"{row.name}|{row.illustrator or row.id}",
+            "image_key": row.image_key,
+        }
+        for row in rows
+        if wanted is None or row.id in wanted
+    ]
+
+
+def faces(settings: Settings, records: list[dict[str, Any]]) -> list[tuple[str, Path]]:
+    store = ImageStore(settings.images_dir)
+    found = []
+    for record in records:
+        path = store.path(record["image_key"], "high")
+        if path is not None and path.is_file():
+            found.append((record["id"], path))
+    return found
+
+
+def _swap_in(built: Path, live: Path) -> None:
+    old = live.with_name(live.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if live.exists():
+        live.rename(old)
+    built.rename(live)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build_index(
+    settings: Settings, engine: Engine, weights: Path | None = None, progress: bool = True
+) -> int:
+    """Embed every hosted card face into a fresh index and swap it in; returns the card count."""
+    from models.index import CardIndex
+
+    from models.embedder import CardEmbedder
+
+    records = print_records(engine)
+    embedder = CardEmbedder(weights)
+    checkpoints = settings.data_dir / "index-build"
+    index = CardIndex.build(embedder, faces(settings, records), checkpoint_dir=checkpoints, progress=progress)
+    staged = settings.index_dir.with_name(settings.index_dir.name + ".new")
+    shutil.rmtree(staged, ignore_errors=True)
+    index.save(staged)
+    _write_table(staged, records)
+    _swap_in(staged, settings.index_dir)
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    return len(index.card_ids)
+
+
+def refresh_index(
+    settings: Settings, engine: Engine, card_ids: list[str], weights: Path | None = None
+) -> int:
+    """After a catalog sync: re-embed the changed cards and swap the updated index in."""
+    from models.index import CardIndex
+
+    from models.embedder import CardEmbedder
+
+    if not (settings.index_dir / "meta.json").exists() or not card_ids:
+        return 0
+    index = CardIndex.load(settings.index_dir)
+    embedder = CardEmbedder(weights)
+    changed = print_records(engine, card_ids)
+    count = index.upsert(embedder, faces(settings, changed))
+    staged = settings.index_dir.with_name(settings.index_dir.name + ".new")
+    shutil.rmtree(staged, ignore_errors=True)
+    index.save(staged)
+    _write_table(staged, print_records(engine))
+    _swap_in(staged, settings.index_dir)
+    return count
+
+
+def _write_table(directory: Path, records: list[dict[str, Any]]) -> None:
+    table = [{k: v for k, v in record.items() if k != "image_key"} for record in records]
+    (directory / "cards.json").write_text(json.dumps(table, separators=(",", ":")))

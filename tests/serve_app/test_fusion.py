@@ -1,0 +1,103 @@
+"""The fusion rules of the spec (scan behaviour 2-5), on a hand-made print table."""
+
+from __future__ import annotations
+
+from serve_app.fusion import CardPrint, PrintTable, Read, decide, number_key
+
+TABLE = PrintTable(
+    [
+        CardPrint("base1-4", "Charizard", "4", "BS", "102", "Charizard|Mitsuhiro Arita"),
+        CardPrint("base4-4", "Charizard", "4", "B2", "130", "Charizard|Mitsuhiro Arita"),
+        CardPrint("base1-2", "Blastoise", "2", "BS", "102", "Blastoise|Ken Sugimori"),
+        CardPrint("base1-15", "Venusaur", "15", "BS", "102", "Venusaur|Mitsuhiro Arita"),
+        CardPrint("swsh10tg-TG05", "Gardevoir", "TG05", "ASR", None, "Gardevoir|Someone"),
+        CardPrint("sma-SV1", "Scyther", "SV1", None, None, "Scyther|Other"),
+    ]
+)
+
+
+def read(
+    number: str | None = None, code: str | None = None, name: str | None = None, conf: float = 0.9
+) -> Read:
+    return Read(
+        name=name,
+        name_confidence=conf if name else 0.0,
+        number=number,
+        number_confidence=conf if number else 0.0,
+        set_code=code,
+        set_code_confidence=conf if code else 0.0,
+    )
+
+
+def test_number_keys_fold_padding_and_totals():
+    assert number_key("025/198") == "25" and number_key("TG05") == "TG5" and number_key("tg5") == "TG5"
+    assert number_key("SV001") == "SV1" and number_key(None) is None
+
+
+def test_print_tells_reprints_that_share_artwork_apart():
+    similar = {"base1-4": 0.91, "base4-4": 0.92, "base1-2": 0.40}
+    decision = decide(similar, read("004/102", "BS"), TABLE)
+    assert decision.matches == [("base1-4", 0.91)] and decision.reason is None
+    decision = decide(similar, read("004/130", "B2"), TABLE)
+    assert [m[0] for m in decision.matches] == ["base4-4"]
+
+
+def test_unreadable_print_on_shared_artwork_is_a_close_race_not_a_guess():
+    decision = decide({"base1-4": 0.91, "base4-4": 0.92, "base1-2": 0.40}, read(), TABLE)
+    assert [m[0] for m in decision.matches] == ["base4-4", "base1-4"]
+    assert decision.reason is None
+
+
+def test_picture_alone_decides_a_unique_artwork_when_confident():
+    decision = decide({"base1-2": 0.93, "base1-15": 0.50}, None, TABLE)
+    assert decision.matches == [("base1-2", 0.93)]
+
+
+def test_close_race_without_print_returns_up_to_five():
+    similar = {"base1-2": 0.66, "base1-15": 0.64, "sma-SV1": 0.62}
+    decision = decide(similar, read(), TABLE)
+    assert [m[0] for m in decision.matches] == ["base1-2", "base1-15", "sma-SV1"]
+    assert [m[1] for m in decision.matches] == sorted((m[1] for m in decision.matches), reverse=True)
+
+
+def test_nothing_close_and_nothing_read_is_print_unreadable():
+    decision = decide({"base1-2": 0.20}, read(), TABLE)
+    assert decision.matches == [] and decision.reason == "print_unreadable" and decision.message
+
+
+def test_print_read_but_artwork_disagrees_is_no_confident_match():
+    decision = decide({"base1-2": 0.30}, read("TG05", "ASR"), TABLE)
+    assert decision.matches == [] and decision.reason == "no_confident_match"
+
+
+def test_text_that_matches_no_card_is_discarded():
+    similar = {"base1-2": 0.93, "base1-15": 0.40}
+    # "999" and "ZZZ" point at no catalog card: the read is dropped and the picture decides.
+    decision = decide(similar, read("999", "ZZZ"), TABLE)
+    assert decision.matches == [("base1-2", 0.93)]
+
+
+def test_print_restricts_candidates_even_against_a_higher_similarity():
+    similar = {"base1-2": 0.80, "base1-15": 0.78}
+    decision = decide(similar, read("15", "BS"), TABLE)
+    assert decision.matches == [("base1-15", 0.78)]
+
+
+def test_print_brings_in_a_card_the_picture_ranked_low():
+    decision = decide({"base1-2": 0.62}, read("SV001"), TABLE)
+    assert decision.reason == "no_confident_match", "SV1 was named but looks nothing like the photo"
+    decision = decide({"sma-SV1": 0.58, "base1-2": 0.62}, read("SV001"), TABLE)
+    assert decision.matches == [("sma-SV1", 0.58)]
+
+
+def test_low_confidence_fields_count_as_unread():
+    similar = {"base1-4": 0.91, "base4-4": 0.92}
+    decision = decide(similar, read("004/102", "BS", conf=0.2), TABLE)
+    assert len(decision.matches) == 2
+
+
+def test_scores_are_in_unit_range_and_at_most_five():
+    similar = {card: 1.3 - i * 0.01 for i, card in enumerate(TABLE.cards)}
+    decision = decide(similar, read(), TABLE)
+    assert 1 <= len(decision.matches) <= 5
+    assert all(0 <= score <= 1 for _, score in decision.matches)

@@ -1,0 +1,143 @@
+"""`POST /v1/scan` end to end: the real ingress, the real Ray Serve scanner, the shipped models and a
+FAISS index of real rendered faces (reprints that share artwork included), photos made with seeds that
+training never used."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+from catalog_api.schemas import Envelope, ScanResult
+from tests.catalog_api.helpers import failed, ok
+from tests.harness import Service, launch_scanner, require_shared
+
+# base1 and base4 print the same artworks (Base Set 2 reprints): only number and set code differ.
+EXPANSIONS = ("base1", "base4", "swsh10tg")
+HELD_OUT_SEED = 20_000_000
+
+
+@pytest.fixture(scope="module")
+def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    require_shared()
+    service = launch_scanner(tmp_path_factory.mktemp("scan"), EXPANSIONS)
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="module")
+def client(scanner: Service) -> Iterator[httpx.Client]:
+    with scanner.client() as c:
+        c.timeout = httpx.Timeout(120)
+        yield c
+
+
+def jpeg(image: np.ndarray | Image.Image, quality: int = 90) -> bytes:
+    picture = image if isinstance(image, Image.Image) else Image.fromarray(image)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+def scan(client: httpx.Client, data: bytes, name: str = "photo.jpg") -> httpx.Response:
+    return client.post("/v1/scan", files={"image": (name, data, "image/jpeg")})
+
+
+def face(card_id: str) -> np.ndarray:
+    from training.renders import DEFAULT_CACHE
+
+    return np.asarray(Image.open(DEFAULT_CACHE / "catalog" / card_id / "high.jpg").convert("RGB"))
+
+
+@pytest.mark.parametrize("card_id", ["base1-4", "base4-4", "base1-2", "base4-2", "swsh10tg-TG05", "base1-58"])
+def test_standard_photo_finds_its_card(client: httpx.Client, card_id: str):
+    from training.synth import make_photo
+
+    photo = make_photo(face(card_id), seed=HELD_OUT_SEED + zlib.crc32(card_id.encode()) % 1000, difficulty="standard")
+    response = scan(client, jpeg(photo.image))
+    data = ok(response)
+    Envelope[ScanResult].model_validate(response.json())
+    assert data["unidentified"] is None and data["analysis"]["game"] == "cardgame"
+    assert data["matches"][0]["card"]["id"] == card_id, data
+    assert len(data["matches"]) == 1, "a standard photo with a legible print is one confident match"
+    card = data["matches"][0]["card"]
+    assert card["expansion"]["id"] == card_id.split("-")[0] and card["image"]["high"].endswith("/high.jpg")
+    assert 0 < data["matches"][0]["score"] <= 1
+
+
+@pytest.mark.parametrize("kind", ["blank", "noise", "nocard"])
+def test_photos_without_a_card_are_unidentified(client: httpx.Client, kind: str):
+    rng = np.random.default_rng(HELD_OUT_SEED)
+    if kind == "blank":
+        image = np.full((960, 720, 3), 235, np.uint8)
+    elif kind == "noise":
+        image = rng.integers(0, 255, (960, 720, 3), dtype=np.uint8)
+    else:
+        from training.synth import make_nocard_photo
+
+        image = make_nocard_photo(HELD_OUT_SEED + 7).image
+    data = ok(scan(client, jpeg(image)))
+    assert data["matches"] == [] and data["analysis"]["game"] is None
+    assert data["unidentified"]["reason"] in ("print_unreadable", "no_confident_match")
+    assert data["unidentified"]["message"]
+
+
+def test_request_shapes_and_image_errors(client: httpx.Client):
+    good = jpeg(np.full((64, 64, 3), 200, np.uint8))
+    failed(client.post("/v1/scan"), 400, "bad_request")
+    failed(client.post("/v1/scan", content=good, headers={"content-type": "image/jpeg"}), 400, "bad_request")
+    failed(client.post("/v1/scan", files={"photo": ("x.jpg", good, "image/jpeg")}), 400, "bad_request")
+    failed(client.post("/v1/scan", json={"link": "https://example.invalid/x.jpg"}), 400, "bad_request")
+    failed(client.post("/v1/scan", json={"url": 42}), 400, "bad_request")
+    failed(scan(client, b"definitely not an image"), 400, "unsupported_image")
+    failed(scan(client, good[: len(good) // 2]), 400, "unsupported_image")  # truncated: caught while decoding
+    failed(scan(client, bomb_png()), 400, "unsupported_image")
+    big = good + b"\0" * (10 * 1024 * 1024)
+    failed(scan(client, big), 413, "payload_too_large")
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("http://example.invalid/card.jpg", "url_not_allowed"),
+        ("https://127.0.0.1/card.jpg", "url_not_allowed"),
+        ("https://localhost/card.jpg", "url_not_allowed"),
+        ("https://[::1]/card.jpg", "url_not_allowed"),
+        ("https://[::ffff:127.0.0.1]/card.jpg", "url_not_allowed"),
+        ("https://2130706433/card.jpg", "url_not_allowed"),
+        ("https://0x7f.1/card.jpg", "url_not_allowed"),
+        ("https://169.254.169.254/latest/meta-data", "url_not_allowed"),
+        ("file:///etc/passwd", "url_not_allowed"),
+        ("https://nothing-here.invalid/card.jpg", "url_fetch_failed"),
+    ],
+)
+def test_url_scans_refuse_private_and_unreachable_addresses(client: httpx.Client, url: str, code: str):
+    failed(client.post("/v1/scan", json={"url": url}), 400, code)
+
+
+def test_scan_is_authenticated_and_counted(scanner: Service):
+    failed(
+        httpx.post(f"{scanner.base_url}/v1/scan", files={"image": ("x.jpg", b"x", "image/jpeg")}),
+        401,
+        "unauthorized",
+    )
+
+
+def bomb_png(side: int = 60_000) -> bytes:
+    """A tiny PNG whose header declares side x side pixels: refused before any pixel is decoded."""
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+
+    def chunk(kind: bytes, payload: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+        )
+
+    row = b"\0" + b"\0" * side
+    data = zlib.compress(row * 16)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
