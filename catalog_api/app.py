@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from catalog_api.auth import KeyVerifier
+from catalog_api.cache import ResponseCache
 from catalog_api.db import make_async_engine
 from catalog_api.deps import AppContext
 from catalog_api.envelope import error_response
@@ -61,8 +62,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
     )
+    cache = ResponseCache(settings.response_cache_mb * 1024 * 1024) if settings.response_cache_mb > 0 else None
     app.state.context = AppContext(
-        settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings))
+        settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings)), cache=cache
     )
     for router in (cards.router, reference.router, scan.router, health.router, images.router):
         app.include_router(router)

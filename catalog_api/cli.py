@@ -210,21 +210,37 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
             stop_scanner()
 
 
+DEMO_FACES = ("base1", "base4", "swsh10tg")  # reprints sharing artwork, and TG numbers
+
+
 @main.command("demo")
 @click.option("--host", default="127.0.0.1")
 @click.option("--port", default=8000, type=int)
+@click.option("--scan/--no-scan", default=True, help="Render a few expansions' faces and index them.")
 @click.pass_context
-def demo(ctx: click.Context, host: str, port: int) -> None:
-    """Migrate, load the catalog (../shared/catalog, else the bundled sample), print a key, serve."""
+def demo(ctx: click.Context, host: str, port: int, scan: bool) -> None:
+    """Migrate, load the catalog (../shared/catalog, else the bundled sample), print a key, serve.
+
+    With ../shared beside the checkout it also renders the faces of a few expansions, indexes them and
+    starts the scanner, so `POST /v1/scan` works on photos of those cards."""
     settings = get_settings()
     ctx.invoke(db_upgrade)
     source = SHARED_CATALOG
+    faces = None
     if not (source / "cards.jsonl.gz").exists():
         from catalog_api.demo_catalog import write_demo_catalog
 
         source = write_demo_catalog(settings.data_dir / "demo-catalog")
         click.echo(f"../shared/catalog not found; using the bundled sample catalog in {source}")
-    ctx.invoke(catalog_sync, source=source, images=None, quiet=False)
+    elif scan:
+        from training.renders import render_catalog
+
+        faces = settings.data_dir / "demo-faces"
+        click.echo(f"rendering the faces of {', '.join(DEMO_FACES)} for the scanner")
+        render_catalog(source, faces, DEMO_FACES)
+    ctx.invoke(catalog_sync, source=source, images=faces, quiet=False)
+    if faces is not None:
+        ctx.invoke(index_build, weights=None, quiet=False)
     ctx.invoke(keys_create, name="demo", expires_in=None)
     click.echo(f"serving on http://{host}:{port} (docs at /docs)")
     ctx.invoke(serve, host=host, port=port, workers=1, scan=None)

@@ -46,4 +46,6 @@ def make_async_engine(settings: Settings) -> AsyncEngine:
         engine = create_async_engine(url)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    # Each request holds one connection for the key check and one for its read: a pool that covers the
+    # concurrency a worker sees avoids opening and closing connections under load.
+    return create_async_engine(url, pool_size=24, max_overflow=8, pool_pre_ping=True)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.responses import Response
 
+from catalog_api.cache import ResponseCache
+from catalog_api.envelope import conditional_response, envelope_body, etag_of
 from catalog_api.pagination import CursorCodec
 from catalog_api.settings import Settings
 from catalog_api.snapshot import SnapshotHolder
@@ -21,6 +25,7 @@ class AppContext:
     engine: AsyncEngine
     snapshots: SnapshotHolder
     cursors: CursorCodec
+    cache: ResponseCache | None = None
     fetch_policy: FetchPolicy = field(default_factory=FetchPolicy)
     # Talks to the Ray Serve scanner; None when scanning is not configured.
     scanner: httpx.AsyncClient | None = None
@@ -32,3 +37,20 @@ def get_context(request: Request) -> AppContext:
 
 
 Context = Annotated[AppContext, Depends(get_context)]
+
+
+async def cached_read(
+    request: Request, context: AppContext, produce: Callable[[], Awaitable[Any]]
+) -> Response:
+    """A GET read through the response cache: same path, query and data version, same body and ETag.
+    Errors raised by `produce` (404, 400) are not cached."""
+    if context.cache is None:
+        body = envelope_body(await produce())
+        return conditional_response(request, body, etag_of(body))
+    key = (await context.snapshots.data_version(), request.url.path, request.url.query)
+    hit = context.cache.get(key)
+    if hit is None:
+        body = envelope_body(await produce())
+        hit = (body, etag_of(body))
+        context.cache.put(key, *hit)
+    return conditional_response(request, *hit)

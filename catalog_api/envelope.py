@@ -36,14 +36,21 @@ def _matches(if_none_match: str, etag: str) -> bool:
     return etag in candidates
 
 
-def data_response(request: Request, data: Any) -> Response:
-    """200 with the envelope and a strong ETag over the body, or 304 when the client has it."""
-    body = orjson.dumps({"data": data, "error": None})
-    etag = etag_of(body)
+def envelope_body(data: Any) -> bytes:
+    return orjson.dumps({"data": data, "error": None})
+
+
+def conditional_response(request: Request, body: bytes, etag: str) -> Response:
+    """200 with the body and its strong ETag, or 304 when the client already has it."""
     if_none_match = request.headers.get("if-none-match")
     if if_none_match and _matches(if_none_match, etag):
         return Response(status_code=304, headers={"ETag": etag})
     return Response(body, 200, headers={"ETag": etag}, media_type=JSON)
+
+
+def data_response(request: Request, data: Any) -> Response:
+    body = envelope_body(data)
+    return conditional_response(request, body, etag_of(body))
 
 
 def page(items: list[dict[str, Any]], next_cursor: str | None) -> dict[str, Any]:

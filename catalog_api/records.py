@@ -34,12 +34,12 @@ def card_summary(row: Any, public_url: str) -> dict[str, Any]:
     }
 
 
-def card_detail(row: Any, variants: list[dict[str, Any]], public_url: str) -> dict[str, Any]:
+def card_detail(row: Any, variants: list[dict[str, Any]], public_url: str, metadata: Any) -> dict[str, Any]:
     """The full card object: the summary (less `number_normalized`) with variants and metadata."""
     record = card_summary(row, public_url)
     del record["number_normalized"]
     record["variants"] = variants
-    record["metadata"] = row.card_metadata
+    record["metadata"] = metadata
     return record
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, select, tuple_
+import orjson
+from sqlalchemy import Row, Text, cast, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog_api import records
@@ -28,8 +29,17 @@ GLOBAL_ORDER = (Card.sort_release, Card.expansion_id, Card.sort_nonnumeric, Card
 EXPANSION_ORDER = (Card.sort_nonnumeric, Card.sort_number, Card.id)
 
 
+# Metadata is read as JSON text and spliced into the response unparsed (orjson.Fragment): a 200-row page
+# would otherwise parse and re-serialise every card's metadata bag.
+METADATA_TEXT = cast(Card.card_metadata, Text).label("card_metadata")
+
+
 def _columns(with_metadata: bool) -> tuple[Any, ...]:
-    return (*SUMMARY_COLUMNS, Card.card_metadata.label("card_metadata")) if with_metadata else SUMMARY_COLUMNS
+    return (*SUMMARY_COLUMNS, METADATA_TEXT) if with_metadata else SUMMARY_COLUMNS
+
+
+def metadata_json(text: str | None) -> orjson.Fragment | None:
+    return None if text is None or text == "null" else orjson.Fragment(text)
 
 
 async def catalog_page(

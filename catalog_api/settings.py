@@ -24,6 +24,8 @@ class Settings(BaseSettings):
     # Key that signs pagination cursors; set it in production so cursors survive restarts
     # and are accepted by every replica. Empty derives one from the database URL.
     cursor_secret: str = ""
+    # Per-worker cache of read bodies by request and data version (0 turns it off).
+    response_cache_mb: int = 64
     rate_limit: int = 300
     rate_window_s: int = 60
     # A catalog older than this makes /health say `stale` (and the service `degraded`).

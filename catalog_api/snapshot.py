@@ -39,10 +39,11 @@ class Snapshot:
     product_expansions: dict[str, set[str]] = field(default_factory=dict)
 
 
-async def catalog_version(engine: AsyncEngine) -> int:
+async def feed_versions(engine: AsyncEngine) -> tuple[tuple[str, int], ...]:
+    """Every feed's version: together they name the data a response was read from."""
     async with engine.connect() as conn:
-        version = await conn.scalar(select(FeedState.version).where(FeedState.feed == "catalog"))
-    return int(version or 0)
+        rows = (await conn.execute(select(FeedState.feed, FeedState.version).order_by(FeedState.feed))).all()
+    return tuple((feed, int(version or 0)) for feed, version in rows)
 
 
 async def load_snapshot(engine: AsyncEngine, version: int) -> Snapshot:
@@ -89,18 +90,29 @@ class SnapshotHolder:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._snapshot: Snapshot | None = None
+        self._versions: tuple[tuple[str, int], ...] = ()
         self._checked = 0.0
         self._lock = asyncio.Lock()
 
     async def get(self) -> Snapshot:
-        snapshot = self._snapshot
-        if snapshot is not None and time.monotonic() - self._checked < RECHECK_S:
-            return snapshot
+        await self._refresh()
+        assert self._snapshot is not None
+        return self._snapshot
+
+    async def data_version(self) -> tuple[tuple[str, int], ...]:
+        """The feed versions as of at most a second ago (the response cache's key)."""
+        await self._refresh()
+        return self._versions
+
+    async def _refresh(self) -> None:
+        if self._snapshot is not None and time.monotonic() - self._checked < RECHECK_S:
+            return
         async with self._lock:
             if self._snapshot is not None and time.monotonic() - self._checked < RECHECK_S:
-                return self._snapshot
-            version = await catalog_version(self._engine)
-            if self._snapshot is None or self._snapshot.version != version:
-                self._snapshot = await load_snapshot(self._engine, version)
+                return
+            versions = await feed_versions(self._engine)
+            catalog = dict(versions).get("catalog", 0)
+            if self._snapshot is None or self._snapshot.version != catalog:
+                self._snapshot = await load_snapshot(self._engine, catalog)
+            self._versions = versions
             self._checked = time.monotonic()
-            return self._snapshot

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from catalog_api import records, repository
-from catalog_api.deps import Context
-from catalog_api.envelope import data_response, page
+from catalog_api.deps import AppContext, Context, cached_read
+from catalog_api.envelope import page
 from catalog_api.errors import NotFound
 from catalog_api.pagination import parse_limit
 from catalog_api.routes.params import Cursor, Limit, Search
@@ -37,6 +37,21 @@ async def list_cards(
 ) -> Response:
     """Cards in catalog order (expansion by release date, collector number numerically with non-numeric
     numbers last, then id), or best match first with `q`."""
+
+    async def produce() -> dict[str, Any]:
+        return await _card_page(context, limit, cursor, expansion_id, q, include)
+
+    return await cached_read(request, context, produce)
+
+
+async def _card_page(
+    context: AppContext,
+    limit: str | None,
+    cursor: str | None,
+    expansion_id: str | None,
+    q: str | None,
+    include: str | None,
+) -> dict[str, Any]:
     size = parse_limit(limit)
     extras = parse_include(include)
     scope = ["cards", expansion_id, q]
@@ -70,20 +85,25 @@ async def list_cards(
         if "variants" in extras:
             item["variants"] = variants[row.id]
         if "metadata" in extras:
-            item["metadata"] = row.card_metadata
+            item["metadata"] = repository.metadata_json(row.card_metadata)
         if scores is not None:
             item["score"] = scores[index]
         items.append(item)
     next_cursor = context.cursors.encode(scope, position) if position is not None else None
-    return data_response(request, page(items, next_cursor))
+    return page(items, next_cursor)
 
 
 @router.get("/{card_id}", response_model=Envelope[Card], responses={**ERRORS, **NOT_FOUND})
 async def get_card(request: Request, context: Context, card_id: str) -> Response:
     """The full card: every summary field (but `number_normalized`), its printings and its metadata."""
-    async with context.engine.connect() as conn:
-        row = await repository.card_detail_row(conn, card_id)
-        if row is None:
-            raise NotFound(f"No card has id {card_id!r}.")
-        variants = await repository.variants_for(conn, [card_id])
-    return data_response(request, records.card_detail(row, variants[card_id], context.settings.public_url))
+
+    async def produce() -> dict[str, Any]:
+        async with context.engine.connect() as conn:
+            row = await repository.card_detail_row(conn, card_id)
+            if row is None:
+                raise NotFound(f"No card has id {card_id!r}.")
+            variants = await repository.variants_for(conn, [card_id])
+        metadata = repository.metadata_json(row.card_metadata)
+        return records.card_detail(row, variants[card_id], context.settings.public_url, metadata)
+
+    return await cached_read(request, context, produce)

@@ -9,20 +9,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from catalog_api.deps import AppContext, Context
-from catalog_api.envelope import data_response, page
+from catalog_api.deps import AppContext, Context, cached_read
+from catalog_api.envelope import page
 from catalog_api.errors import NotFound
 from catalog_api.pagination import parse_limit
 from catalog_api.routes.params import Cursor, Limit, Search
 from catalog_api.schemas import ERRORS, NOT_FOUND, Envelope, Expansion, Page, Product, Series
 from catalog_api.search import page_after
-from catalog_api.snapshot import Table
+from catalog_api.snapshot import Snapshot, Table
 
 router = APIRouter(prefix="/v1")
 
 
 def _list(
-    request: Request,
     context: AppContext,
     table: Table,
     scope: list[Any],
@@ -30,7 +29,7 @@ def _list(
     cursor: str | None,
     q: str | None,
     keep: Callable[[str], bool] | None,
-) -> Response:
+) -> dict[str, Any]:
     """One page of a small table: in its catalog order, or best match first with `q`."""
     size = parse_limit(limit)
     after = context.cursors.decode(cursor, scope)
@@ -48,14 +47,23 @@ def _list(
         items = [{**table.records[hit.id], "score": hit.score} for hit in hits]
         position = list(hits[-1].sort_key) if more and hits else None
     next_cursor = context.cursors.encode(scope, position) if position is not None else None
-    return data_response(request, page(items, next_cursor))
+    return page(items, next_cursor)
 
 
-def _detail(request: Request, table: Table, record_id: str, kind: str) -> Response:
+def _detail(table: Table, record_id: str, kind: str) -> dict[str, Any]:
     record = table.records.get(record_id)
     if record is None:
         raise NotFound(f"No {kind} has id {record_id!r}.")
-    return data_response(request, record)
+    return record
+
+
+async def _read(
+    request: Request, context: AppContext, produce: Callable[[Snapshot], dict[str, Any]]
+) -> Response:
+    async def run() -> dict[str, Any]:
+        return produce(await context.snapshots.get())
+
+    return await cached_read(request, context, run)
 
 
 @router.get("/series", tags=["series"], response_model=Envelope[Page[Series]], responses=ERRORS)
@@ -63,16 +71,16 @@ async def list_series(
     request: Request, context: Context, limit: Limit = None, cursor: Cursor = None, q: Search = None
 ) -> Response:
     """Series in release order (first release date, then id), each with its expansions in release order."""
-    snapshot = await context.snapshots.get()
-    return _list(request, context, snapshot.series, ["series", q], limit, cursor, q, None)
+    return await _read(
+        request, context, lambda snap: _list(context, snap.series, ["series", q], limit, cursor, q, None)
+    )
 
 
 @router.get(
     "/series/{series_id}", tags=["series"], response_model=Envelope[Series], responses={**ERRORS, **NOT_FOUND}
 )
 async def get_series(request: Request, context: Context, series_id: str) -> Response:
-    snapshot = await context.snapshots.get()
-    return _detail(request, snapshot.series, series_id, "series")
+    return await _read(request, context, lambda snap: _detail(snap.series, series_id, "series"))
 
 
 @router.get("/expansions", tags=["expansions"], response_model=Envelope[Page[Expansion]], responses=ERRORS)
@@ -85,12 +93,13 @@ async def list_expansions(
     series_id: Annotated[str | None, Query(description="Only this series' expansions.")] = None,
 ) -> Response:
     """Expansions in release order (release date, then id)."""
-    snapshot = await context.snapshots.get()
-    records = snapshot.expansions.records
-    keep = (
-        None if series_id is None else (lambda expansion_id: records[expansion_id]["series_id"] == series_id)
-    )
-    return _list(request, context, snapshot.expansions, ["expansions", series_id, q], limit, cursor, q, keep)
+
+    def produce(snap: Snapshot) -> dict[str, Any]:
+        records = snap.expansions.records
+        keep = None if series_id is None else (lambda eid: records[eid]["series_id"] == series_id)
+        return _list(context, snap.expansions, ["expansions", series_id, q], limit, cursor, q, keep)
+
+    return await _read(request, context, produce)
 
 
 @router.get(
@@ -100,8 +109,7 @@ async def list_expansions(
     responses={**ERRORS, **NOT_FOUND},
 )
 async def get_expansion(request: Request, context: Context, expansion_id: str) -> Response:
-    snapshot = await context.snapshots.get()
-    return _detail(request, snapshot.expansions, expansion_id, "expansion")
+    return await _read(request, context, lambda snap: _detail(snap.expansions, expansion_id, "expansion"))
 
 
 @router.get("/products", tags=["products"], response_model=Envelope[Page[Product]], responses=ERRORS)
@@ -116,10 +124,13 @@ async def list_products(
     ] = None,
 ) -> Response:
     """Sealed products by id."""
-    snapshot = await context.snapshots.get()
-    links = snapshot.product_expansions
-    keep = None if expansion_id is None else (lambda product_id: expansion_id in links.get(product_id, ()))
-    return _list(request, context, snapshot.products, ["products", expansion_id, q], limit, cursor, q, keep)
+
+    def produce(snap: Snapshot) -> dict[str, Any]:
+        links = snap.product_expansions
+        keep = None if expansion_id is None else (lambda pid: expansion_id in links.get(pid, ()))
+        return _list(context, snap.products, ["products", expansion_id, q], limit, cursor, q, keep)
+
+    return await _read(request, context, produce)
 
 
 @router.get(
@@ -129,5 +140,4 @@ async def list_products(
     responses={**ERRORS, **NOT_FOUND},
 )
 async def get_product(request: Request, context: Context, product_id: str) -> Response:
-    snapshot = await context.snapshots.get()
-    return _detail(request, snapshot.products, product_id, "product")
+    return await _read(request, context, lambda snap: _detail(snap.products, product_id, "product"))
