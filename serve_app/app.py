@@ -212,18 +212,17 @@ def build_app(args: dict[str, Any]) -> Any:
     """`serve run serve_app.app:build_app index_dir=...` and the deploy/ configs call this."""
     config = ScanConfig(**args)
     device = config.device
-    gpu = {"num_gpus": 0.25} if resolve_device(device) == "cuda" else {}
+    # Fractional CPUs so the four deployments fit a 2-core machine; the model deployments share a GPU.
+    models = {"num_cpus": 0.5, **({"num_gpus": 0.25} if resolve_device(device) == "cuda" else {})}
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
     deployments: Any = {"detector": Detector, "embedder": Embedder, "reader": Reader, "service": ScanService}
-    detector = deployments["detector"].options(ray_actor_options=gpu).bind(config.detector_weights, device)
-    embedder = (
-        deployments["embedder"]
-        .options(ray_actor_options=gpu)
-        .bind(config.embedder_weights, config.index_dir, device, config.top_k)
+    detector = deployments["detector"].options(ray_actor_options=models)
+    embedder = deployments["embedder"].options(ray_actor_options=models)
+    reader = deployments["reader"].options(ray_actor_options=models)
+    service = deployments["service"].options(ray_actor_options={"num_cpus": 0.25})
+    return service.bind(
+        detector.bind(config.detector_weights, device),
+        embedder.bind(config.embedder_weights, config.index_dir, device, config.top_k),
+        reader.bind(config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch),
+        config.as_dict(),
     )
-    reader = (
-        deployments["reader"]
-        .options(ray_actor_options=gpu)
-        .bind(config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch)
-    )
-    return deployments["service"].bind(detector, embedder, reader, config.as_dict())

@@ -35,63 +35,71 @@ def test_number_keys_fold_padding_and_totals():
 
 
 def test_print_tells_reprints_that_share_artwork_apart():
-    similar = {"base1-4": 0.91, "base4-4": 0.92, "base1-2": 0.40}
+    similar = {"base1-4": 0.96, "base4-4": 0.97, "base1-2": 0.80}
     decision = decide(similar, read("004/102", "BS"), TABLE)
-    assert decision.matches == [("base1-4", 0.91)] and decision.reason is None
+    assert decision.matches == [("base1-4", 0.96)] and decision.reason is None
     decision = decide(similar, read("004/130", "B2"), TABLE)
     assert [m[0] for m in decision.matches] == ["base4-4"]
 
 
+def test_printed_total_tells_reprints_apart_without_the_set_code():
+    similar = {"base1-4": 0.96, "base4-4": 0.97}
+    reading = Read(number="004", number_confidence=0.9, printed_total="102")
+    assert [m[0] for m in decide(similar, reading, TABLE).matches] == ["base1-4"]
+    reading = Read(number="004", number_confidence=0.9, printed_total="999")  # matches no card: dropped
+    assert len(decide(similar, reading, TABLE).matches) == 2
+
+
 def test_unreadable_print_on_shared_artwork_is_a_close_race_not_a_guess():
-    decision = decide({"base1-4": 0.91, "base4-4": 0.92, "base1-2": 0.40}, read(), TABLE)
+    decision = decide({"base1-4": 0.96, "base4-4": 0.97, "base1-2": 0.80}, read(), TABLE)
     assert [m[0] for m in decision.matches] == ["base4-4", "base1-4"]
     assert decision.reason is None
 
 
 def test_picture_alone_decides_a_unique_artwork_when_confident():
-    decision = decide({"base1-2": 0.93, "base1-15": 0.50}, None, TABLE)
-    assert decision.matches == [("base1-2", 0.93)]
+    decision = decide({"base1-2": 0.97, "base1-15": 0.80}, None, TABLE)
+    assert decision.matches == [("base1-2", 0.97)]
 
 
 def test_close_race_without_print_returns_up_to_five():
-    similar = {"base1-2": 0.66, "base1-15": 0.64, "sma-SV1": 0.62}
+    similar = {"base1-2": 0.90, "base1-15": 0.89, "sma-SV1": 0.87}
     decision = decide(similar, read(), TABLE)
     assert [m[0] for m in decision.matches] == ["base1-2", "base1-15", "sma-SV1"]
     assert [m[1] for m in decision.matches] == sorted((m[1] for m in decision.matches), reverse=True)
 
 
 def test_nothing_close_and_nothing_read_is_print_unreadable():
-    decision = decide({"base1-2": 0.20}, read(), TABLE)
+    decision = decide({"base1-2": 0.50}, read(), TABLE)
     assert decision.matches == [] and decision.reason == "print_unreadable" and decision.message
 
 
 def test_print_read_but_artwork_disagrees_is_no_confident_match():
-    decision = decide({"base1-2": 0.30}, read("TG05", "ASR"), TABLE)
+    decision = decide({"base1-2": 0.60}, read("TG05", "ASR"), TABLE)
     assert decision.matches == [] and decision.reason == "no_confident_match"
 
 
 def test_text_that_matches_no_card_is_discarded():
-    similar = {"base1-2": 0.93, "base1-15": 0.40}
+    similar = {"base1-2": 0.97, "base1-15": 0.80}
     # "999" and "ZZZ" point at no catalog card: the read is dropped and the picture decides.
     decision = decide(similar, read("999", "ZZZ"), TABLE)
-    assert decision.matches == [("base1-2", 0.93)]
+    assert decision.matches == [("base1-2", 0.97)]
 
 
 def test_print_restricts_candidates_even_against_a_higher_similarity():
-    similar = {"base1-2": 0.80, "base1-15": 0.78}
+    similar = {"base1-2": 0.93, "base1-15": 0.88}
     decision = decide(similar, read("15", "BS"), TABLE)
-    assert decision.matches == [("base1-15", 0.78)]
+    assert decision.matches == [("base1-15", 0.88)]
 
 
 def test_print_brings_in_a_card_the_picture_ranked_low():
     decision = decide({"base1-2": 0.62}, read("SV001"), TABLE)
     assert decision.reason == "no_confident_match", "SV1 was named but looks nothing like the photo"
-    decision = decide({"sma-SV1": 0.58, "base1-2": 0.62}, read("SV001"), TABLE)
-    assert decision.matches == [("sma-SV1", 0.58)]
+    decision = decide({"sma-SV1": 0.85, "base1-2": 0.90}, read("SV001"), TABLE)
+    assert decision.matches == [("sma-SV1", 0.85)]
 
 
 def test_low_confidence_fields_count_as_unread():
-    similar = {"base1-4": 0.91, "base4-4": 0.92}
+    similar = {"base1-4": 0.96, "base4-4": 0.97}
     decision = decide(similar, read("004/102", "BS", conf=0.2), TABLE)
     assert len(decision.matches) == 2
 

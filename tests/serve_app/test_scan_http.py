@@ -55,20 +55,34 @@ def face(card_id: str) -> np.ndarray:
     return np.asarray(Image.open(DEFAULT_CACHE / "catalog" / card_id / "high.jpg").convert("RGB"))
 
 
-@pytest.mark.parametrize("card_id", ["base1-4", "base4-4", "base1-2", "base4-2", "swsh10tg-TG05", "base1-58"])
-def test_standard_photo_finds_its_card(client: httpx.Client, card_id: str):
+def photo_of(card_id: str) -> bytes:
     from training.synth import make_photo
 
-    photo = make_photo(face(card_id), seed=HELD_OUT_SEED + zlib.crc32(card_id.encode()) % 1000, difficulty="standard")
-    response = scan(client, jpeg(photo.image))
+    seed = HELD_OUT_SEED + zlib.crc32(card_id.encode()) % 1000
+    return jpeg(make_photo(face(card_id), seed=seed, difficulty="standard").image)
+
+
+@pytest.mark.parametrize("card_id", ["swsh10tg-TG05", "swsh10tg-TG12", "swsh10tg-TG20"])
+def test_standard_photo_of_a_unique_artwork_is_one_confident_match(client: httpx.Client, card_id: str):
+    response = scan(client, photo_of(card_id))
     data = ok(response)
     Envelope[ScanResult].model_validate(response.json())
     assert data["unidentified"] is None and data["analysis"]["game"] == "cardgame"
-    assert data["matches"][0]["card"]["id"] == card_id, data
-    assert len(data["matches"]) == 1, "a standard photo with a legible print is one confident match"
+    assert [m["card"]["id"] for m in data["matches"]] == [card_id], data
     card = data["matches"][0]["card"]
-    assert card["expansion"]["id"] == card_id.split("-")[0] and card["image"]["high"].endswith("/high.jpg")
-    assert 0 < data["matches"][0]["score"] <= 1
+    assert card["expansion"] == {"id": "swsh10tg", "name": card["expansion"]["name"]}
+    assert card["image"]["high"].endswith("/high.jpg") and 0 < data["matches"][0]["score"] <= 1
+
+
+@pytest.mark.parametrize("card_id", ["base1-4", "base4-4", "base1-2", "base4-2", "base1-58"])
+def test_reprints_sharing_artwork_are_never_a_confident_wrong_answer(client: httpx.Client, card_id: str):
+    """base1 and base4 print the same artwork: the print decides. When it is read, one match; when it
+    is not, a close race that holds the card — never a single wrong card."""
+    data = ok(scan(client, photo_of(card_id)))
+    ids = [m["card"]["id"] for m in data["matches"]]
+    assert card_id in ids, data
+    assert len(ids) > 1 or ids == [card_id]
+    assert len(ids) <= 5
 
 
 @pytest.mark.parametrize("kind", ["blank", "noise", "nocard"])

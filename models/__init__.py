@@ -1,0 +1,1 @@
+"""Scanner models: one module per task, each shared by serving and training (`training/` imports them)."""

@@ -1,0 +1,128 @@
+"""Card-face embedder: a small CNN mapping a rectified face to an L2-normalised vector.
+
+The scanner rectifies a photo to the canonical 600x838 face; this model embeds it (and the caller embeds
+the 180-degree rotation too) so that a cosine search over every catalog face finds its artwork. The
+network is defined here, once, and imported by both training and serving, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
+INPUT_W, INPUT_H = 96, 134  # keeps the face's 600:838 aspect; the art window is ~80x53 pixels here
+
+
+def prepare(face: np.ndarray, size: tuple[int, int] = (INPUT_W, INPUT_H)) -> np.ndarray:
+    """RGB uint8 face of any size -> the network's input size; INTER_AREA so downscaling does not alias."""
+    if face.ndim != 3 or face.shape[2] != 3:
+        raise ValueError(f"expected an RGB image (H, W, 3), got shape {face.shape}")
+    if (face.shape[1], face.shape[0]) == size:
+        return np.ascontiguousarray(face, dtype=np.uint8)
+    interp = cv2.INTER_AREA if face.shape[1] > size[0] else cv2.INTER_LINEAR
+    return cv2.resize(face, size, interpolation=interp)
+
+
+def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
+    )
+
+
+class Block(nn.Module):
+    """Downsampling residual pair: plain 3x3 convs are the fastest thing oneDNN runs on one CPU thread."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.down = _conv(cin, cout, 2)
+        self.conv = nn.Sequential(nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.down(x)
+        return F.relu(x + self.conv(x), inplace=True)
+
+
+class CardNet(nn.Module):
+    """uint8 NCHW -> unit vectors. The head keeps a coarse spatial grid because where things sit on a
+    face (art window vs text box) is what tells two artworks apart; global pooling alone would blur it."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def __init__(
+        self, dim: int = 128, widths: tuple[int, ...] = (16, 32, 64, 128, 192), grid: tuple[int, int] = (4, 3)
+    ):
+        super().__init__()
+        self.stem = _conv(3, widths[0], 2)
+        self.stages = nn.Sequential(*[Block(a, b) for a, b in itertools.pairwise(widths)])
+        self.grid = grid
+        self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(widths[-1] * grid[0] * grid[1], dim))
+        self.register_buffer("mean", torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1) * 255)
+        self.register_buffer("std", torch.tensor([0.25, 0.25, 0.25]).view(1, 3, 1, 1) * 255)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = (x.float() - self.mean) / self.std
+        x = self.stages(self.stem(x))
+        x = F.adaptive_avg_pool2d(x, self.grid).flatten(1)
+        return F.normalize(self.head(x), dim=1)
+
+
+def build_net(config: dict[str, Any]) -> CardNet:
+    """The one model factory (training and serving both call it with the manifest's `model` section)."""
+    return CardNet(
+        dim=int(config.get("dim", 128)),
+        widths=tuple(config.get("widths", (16, 32, 64, 128, 192))),
+        grid=tuple(config.get("grid", (4, 3))),
+    )
+
+
+def to_tensor(faces: list[np.ndarray]) -> torch.Tensor:
+    """Prepared RGB uint8 HWC faces -> a uint8 NCHW batch (normalisation happens inside the net)."""
+    return torch.from_numpy(np.stack(faces)).permute(0, 3, 1, 2).contiguous()
+
+
+class CardEmbedder:
+    """Loads weights once and embeds faces in batches; `version` says which weights built an index."""
+
+    def __init__(self, weights: Path | None = None, device: str = "cpu", batch_size: int = 64) -> None:
+        path = Path(weights) if weights is not None else WEIGHTS
+        if not path.exists():
+            raise FileNotFoundError(f"{path} not found: train with `python -m training.embedder.train`")
+        blob = path.read_bytes()
+        self.version = hashlib.sha256(blob).hexdigest()[:12]
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        model_cfg = state["model"]
+        self.input_size: tuple[int, int] = tuple(model_cfg.get("input_size", (INPUT_W, INPUT_H)))
+        self.net = build_net(model_cfg)
+        self.net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
+        self.device = torch.device(device)
+        self.net.to(self.device).eval()
+        self.dim: int = int(model_cfg.get("dim", 128))
+        self.batch_size = batch_size
+
+    def embed_batch(self, faces: list[np.ndarray]) -> np.ndarray:
+        """RGB uint8 faces (any size, canonical orientation) -> (N, dim) float32 unit vectors."""
+        out = np.zeros((len(faces), self.dim), np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(faces), self.batch_size):
+                chunk = [prepare(f, self.input_size) for f in faces[start : start + self.batch_size]]
+                x = to_tensor(chunk).to(self.device, non_blocking=True)
+                out[start : start + len(chunk)] = self.net(x).float().cpu().numpy()
+        return out
+
+
+def read_face(path: Path) -> np.ndarray:
+    """A face file as RGB uint8 (OpenCV reads BGR)."""
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise FileNotFoundError(f"cannot read image {path}")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

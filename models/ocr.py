@@ -1,0 +1,284 @@
+"""Print reader: the name, set code and collector number read off a rectified card face.
+
+The scanner rectifies a photo to the canonical 600x838 face (the canvas `../shared/tools/cardrender.py`
+draws), so the text sits at fixed places: the name line at the top, the set code (white on a dark box, or
+a set symbol instead) and the collector number at the bottom left. A docTR recognition model reads fixed
+crops of those lines. Rectification is never exact, so each line is read at a few vertical offsets and the
+most confident read wins; the model was trained to say nothing when its line is not centred in the crop,
+which is what makes that choice safe. The crop geometry and the model factory live here, once, and
+training imports them, so training and serving cannot drift.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from doctr.datasets import VOCABS
+from doctr.models import recognition
+
+WEIGHTS = Path(__file__).resolve().parent / "weights" / "ocr.pt"
+CANVAS_W, CANVAS_H = 600, 838
+# Below these a field is reported unreadable rather than guessed. Set on training-split faces (clean and
+# damaged): at 0.6 a number is wrong 9% of the time instead of 13% at 0.5, for 1.3 points fewer exact reads.
+MIN_CONFIDENCE = 0.6
+NAME_MIN_CONFIDENCE = 0.5  # names are matched fuzzily downstream, so a near miss still helps
+_HP = re.compile(r"(?:\s*H?P\s?|\s+)([1-9]\d?0)$")  # "HP 120", or its "P 120" / "120" when "H" is missed
+
+
+@dataclass(frozen=True)
+class Region:
+    """A text line on the canonical face: its crop box, the model input size, the offsets searched."""
+
+    name: str
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1 on the 600x838 canvas
+    size: tuple[int, int]  # model input (height, width); the box keeps this aspect ratio
+    offsets: tuple[int, ...]  # vertical offsets (canvas px) tried at read time
+
+
+# Name at (34,42) up to 32 px, HP at the right (read, then stripped); at scale 1/2 its glyphs are the
+# footer's size (one model, one glyph scale) and keep ~2.4 CTC steps each.
+NAME = Region("name", (12.0, 30.0, 588.0, 94.0), (32, 288), (-24, -12, 0, 12, 24))
+# Set-code box and number at y~776 in 15 px bold; native scale, so digits keep ~2.4 CTC steps each.
+FOOTER = Region("footer", (22.0, 770.0, 246.0, 802.0), (32, 224), (-16, -8, 0, 8, 16))
+REGIONS = (NAME, FOOTER)
+
+
+@dataclass(frozen=True)
+class PrintRead:
+    """What the face prints; a field is None (with its low confidence) when it could not be read."""
+
+    name: str | None
+    name_confidence: float
+    number: str | None  # as printed before the slash, e.g. "025", "TG05", "SV001"
+    number_confidence: float
+    printed_total: str | None  # after the slash, e.g. "198", or None
+    set_code: str | None  # None when the card prints a symbol or it is unreadable
+    set_code_confidence: float
+
+
+# A docTR recognition model (CRNN, PARSeq...): an nn.Module whose parts docTR leaves untyped.
+Recognizer = Any
+
+
+def build_model(arch: str, vocab: str, **kwargs: Any) -> Recognizer:
+    """A docTR recognition model, never downloading anything (weights come from our own files)."""
+    factory = getattr(recognition, arch, None)
+    if factory is None or arch not in recognition.zoo.ARCHS:
+        raise ValueError(f"unknown docTR recognition arch {arch!r}; one of {recognition.zoo.ARCHS}")
+    return factory(pretrained=False, pretrained_backbone=False, vocab=vocab, **kwargs)
+
+
+def crnn_features(model: Recognizer, x: torch.Tensor) -> torch.Tensor:
+    """The CRNN backbone's feature sequence (B, T, C*H), as docTR's forward builds it."""
+    features = model.feat_extractor(x)
+    b, c, h, w = features.shape
+    return features.reshape(b, c * h, w).transpose(1, 2)
+
+
+def crnn_logits(model: Recognizer, x: torch.Tensor, seq: torch.Tensor | None = None) -> torch.Tensor:
+    """CRNN logits (B, T, vocab+1; blank last), bypassing docTR's forward, which wants labels in training."""
+    out, _ = model.decoder(crnn_features(model, x) if seq is None else seq)
+    return model.linear(out)
+
+
+def region_quad(region: Region, dx: float = 0.0, dy: float = 0.0) -> np.ndarray:
+    """The region's box corners (TL, TR, BR, BL) on the canvas, shifted by (dx, dy)."""
+    x0, y0, x1, y1 = region.box
+    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float32) + np.array([dx, dy], np.float32)
+
+
+def warp(image: np.ndarray, quad: np.ndarray, size: tuple[int, int], origin_y: float = 0.0) -> np.ndarray:
+    """Warp a canvas quad out of a canvas-scale image (a face, or a band whose top is canvas y=origin_y)."""
+    h, w = size
+    src = (quad - np.array([0.0, origin_y], np.float32)).astype(np.float32)
+    scale = w / float(np.linalg.norm(src[1] - src[0]))
+    if scale < 0.9:  # shrinking (the name line): area-average first, or thin strokes alias away
+        x0, y0 = np.maximum(np.floor(src.min(axis=0)).astype(int) - 2, 0)
+        x1, y1 = np.ceil(src.max(axis=0)).astype(int) + 3
+        band = image[y0:y1, x0:x1]
+        if band.size:
+            image = cv2.resize(band, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+            src = ((src - np.array([x0, y0], np.float32) + 0.5) * scale - 0.5).astype(np.float32)
+    dst = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
+    matrix = cv2.getPerspectiveTransform(src, dst)
+    return cv2.warpPerspective(image, matrix, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+def to_canvas(face: np.ndarray) -> np.ndarray:
+    """Any-size RGB face -> 600x838 uint8, so the fixed crop boxes apply."""
+    if face.ndim == 2:
+        face = np.repeat(face[..., None], 3, axis=2)
+    if face.shape[:2] != (CANVAS_H, CANVAS_W):
+        shrink = face.shape[1] > CANVAS_W
+        face = cv2.resize(
+            face, (CANVAS_W, CANVAS_H), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+        )
+    return np.ascontiguousarray(face, dtype=np.uint8)
+
+
+def to_tensor(crops: Sequence[np.ndarray], mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """uint8 RGB crops (same size) -> a normalised float batch, as docTR's models expect."""
+    x = torch.from_numpy(np.stack(crops)).permute(0, 3, 1, 2).float().div_(255.0)
+    return (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+
+
+def ctc_greedy(probs: torch.Tensor, vocab: str) -> list[tuple[str, list[float]]]:
+    """Best-path decode keeping each glyph's probability, so fields get their own confidence."""
+    best, idx = probs.max(dim=-1)
+    blank = len(vocab)
+    out: list[tuple[str, list[float]]] = []
+    for row_idx, row_p in zip(idx.tolist(), best.tolist(), strict=True):
+        chars: list[str] = []
+        confs: list[float] = []
+        prev = blank
+        for k, p in zip(row_idx, row_p, strict=True):
+            if k != blank and k == prev:
+                confs[-1] = max(confs[-1], p)
+            elif k != blank:
+                chars.append(vocab[k])
+                confs.append(p)
+            prev = k
+        out.append(("".join(chars), confs))
+    return out
+
+
+def _span(text: str, confs: list[float], start: int, end: int, strict: bool = True) -> tuple[str, float]:
+    """A stripped slice of the read and its confidence: weakest glyph (`strict`), else geometric mean."""
+    piece = text[start:end]
+    lead = len(piece) - len(piece.lstrip())
+    piece = piece.strip()
+    if not piece:
+        return "", 0.0
+    probs = confs[start + lead : start + lead + len(piece)]
+    return piece, min(probs) if strict else _geomean(probs)
+
+
+def _geomean(probs: list[float]) -> float:
+    return math.exp(sum(math.log(max(p, 1e-9)) for p in probs) / len(probs)) if probs else 0.0
+
+
+def parse_name(text: str, confs: list[float]) -> tuple[str | None, float]:
+    """The name line minus a trailing `HP 120` (the HP is printed on the same line).
+
+    A name's confidence is its glyphs' geometric mean: names are matched fuzzily downstream, so one unsure
+    glyph in a long name should not throw the whole name away (numbers and codes use the weakest glyph).
+    """
+    m = _HP.search(text)
+    name, conf = _span(text, confs, 0, m.start() if m else len(text), strict=False)
+    return (name, conf) if name and conf >= NAME_MIN_CONFIDENCE else (None, conf)
+
+
+def parse_footer(text: str, confs: list[float]) -> tuple[tuple[str | None, float], tuple[str | None, float]]:
+    """`CODE 025/198` or `025/198` (symbol cards) -> ((code, conf), (number incl. /total, conf))."""
+    tokens = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    if not tokens:
+        return (None, 0.0), (None, 0.0)
+    number = _span(text, confs, *tokens[-1])
+    # a lone number means a symbol, not a code box: as sure of that as of the line
+    code = _span(text, confs, *tokens[0]) if len(tokens) > 1 else ("", number[1])
+    if len(tokens) > 2:  # more than code + number is not a footer we know: trust neither much
+        code, number = (
+            (code[0], min(code[1], MIN_CONFIDENCE / 2)),
+            (number[0], min(number[1], MIN_CONFIDENCE / 2)),
+        )
+    code_val = code[0] if code[0] and code[1] >= MIN_CONFIDENCE else None
+    num_val = number[0] if number[0] and number[1] >= MIN_CONFIDENCE else None
+    return (code_val, code[1]), (num_val, number[1])
+
+
+def _state_dict(blob: Any) -> dict[str, torch.Tensor]:
+    """A bare state dict, or one wrapped under a usual key (ours: `state_dict`)."""
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(blob, dict) and isinstance(blob.get(key), dict):
+            return blob[key]
+    if not isinstance(blob, dict):
+        raise ValueError("checkpoint is not a state dict")
+    return blob
+
+
+class PrintReader:
+    """Reads batches of rectified faces; weights load once at construction (so callers can warm it)."""
+
+    def __init__(
+        self,
+        weights: Path | None = None,
+        device: str = "cpu",
+        checkpoint: Path | None = None,
+        arch: str = "crnn_mobilenet_v3_small",
+        vocab: str | None = None,
+    ) -> None:
+        blob = torch.load(checkpoint or weights or WEIGHTS, map_location="cpu", weights_only=True)
+        meta = blob if isinstance(blob, dict) and "arch" in blob else {}
+        self.arch = str(meta.get("arch", arch))
+        self.vocab = vocab or str(meta.get("vocab") or VOCABS["french"])
+        state = _state_dict(blob)
+        kwargs = dict(meta.get("model_kwargs") or {})
+        if self.arch.startswith("crnn") and "decoder.weight_hh_l0" in state:
+            kwargs["rnn_units"] = int(state["decoder.weight_hh_l0"].shape[1])  # any width a team trained
+        if "linear.weight" in state and state["linear.weight"].shape[0] != len(self.vocab) + 1:
+            raise ValueError(
+                f"checkpoint has {state['linear.weight'].shape[0] - 1} classes, vocab {len(self.vocab)}"
+            )
+        self.model: Recognizer = build_model(self.arch, self.vocab, **kwargs)
+        self.model.load_state_dict({k: v.float() for k, v in state.items()})
+        self.device = torch.device(device)
+        self.model.to(self.device).eval()
+        self.mean, self.std = self.model.cfg["mean"], self.model.cfg["std"]
+        self.is_ctc = self.arch.startswith("crnn")
+
+    def read_lines(self, crops: Sequence[np.ndarray]) -> list[tuple[str, list[float]]]:
+        """Raw reads of same-size crops: text and per-glyph confidence."""
+        if not crops:
+            return []
+        if not self.is_ctc:  # fixed-shape archs (ViTSTR, PARSeq...) want their own input size
+            h, w = self.model.cfg["input_shape"][1:]
+            crops = [cv2.resize(c, (w, h), interpolation=cv2.INTER_AREA) for c in crops]
+        x = to_tensor(crops, self.mean, self.std).to(self.device)
+        with torch.inference_mode():
+            if self.is_ctc:
+                return ctc_greedy(crnn_logits(self.model, x).float().softmax(-1).cpu(), self.vocab)
+            preds = self.model(x)["preds"]
+        return [(text, [float(conf)] * len(text)) for text, conf in preds]
+
+    def read_batch(self, faces: list[np.ndarray]) -> list[PrintRead]:
+        """RGB uint8 faces (canonical 600x838, or any size of that aspect) -> what each prints."""
+        faces = [to_canvas(face) for face in faces]
+        best: dict[str, list[tuple[str, list[float]]]] = {}
+        for region in REGIONS:
+            crops = [
+                warp(face, region_quad(region, dy=dy), region.size) for face in faces for dy in region.offsets
+            ]
+            reads = self.read_lines(crops)
+            per_face = [reads[i : i + len(region.offsets)] for i in range(0, len(reads), len(region.offsets))]
+            best[region.name] = [max(group, key=_line_score) for group in per_face]
+        out = []
+        for (name_text, name_conf), (foot_text, foot_conf) in zip(best["name"], best["footer"], strict=True):
+            name, name_c = parse_name(name_text, name_conf)
+            (code, code_c), (number, num_c) = parse_footer(foot_text, foot_conf)
+            head, _, total = (number or "").partition("/")
+            out.append(
+                PrintRead(
+                    name=name,
+                    name_confidence=name_c,
+                    number=head or None,
+                    number_confidence=num_c,
+                    printed_total=total if number and total.isdigit() else None,
+                    set_code=code,
+                    set_code_confidence=code_c,
+                )
+            )
+        return out
+
+
+def _line_score(read: tuple[str, list[float]]) -> float:
+    """A read's geometric-mean glyph confidence; an empty read (no line centred in the crop) loses to any."""
+    text, confs = read
+    return _geomean(confs) if text.strip() and confs else -1.0

@@ -1,0 +1,110 @@
+"""The shipped card detector on held-out synthetic photos of real catalog faces (base1, never trained on)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from models.detector import WEIGHTS, CardDetector, rectify
+from training.detector.evaluate import corner_error_pct
+from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
+from training.synth import BENCH_SEED_BASE, load_face, make_nocard_photo, make_photo
+
+N_FACES = 6
+N_PHOTOS = 30
+N_NOCARD = 20
+# Measured with the shipped weights on these photos: 22/30 within 5% of the card height (mean error of
+# those 0.76%), 26/30 found; 2/20 no-card photos gave a false quad. The benchmark (models/weights/
+# detector.json, 300 photos a kind) says 76% within 5% on standard photos, 9.7% false detections. The
+# detector is under-trained (22 CPU minutes), so these bars pin today's level rather than the goal
+# (every card found, <= 1.5% error): tighten them when a longer-trained model ships.
+MIN_GOOD = 0.6
+GOOD_PCT = 5.0
+MAX_MEAN_GOOD_PCT = 1.5
+MAX_FALSE = 3
+
+needs_shared = pytest.mark.skipif(
+    not (SHARED / "catalog").exists(), reason=f"{SHARED}/catalog absent: no real card faces"
+)
+needs_weights = pytest.mark.skipif(
+    not WEIGHTS.exists(), reason=f"{WEIGHTS} absent: train with python -m training.detector.train"
+)
+
+
+@pytest.fixture(scope="module")
+def faces(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
+    """The first base1 faces: from the render cache when it has them, else rendered here."""
+    cache = DEFAULT_CACHE / "catalog"
+    manifest = read_manifest(cache / "manifest.jsonl") if (cache / "manifest.jsonl").exists() else {}
+    paths = sorted(
+        (cache / info["high"] for cid, info in manifest.items() if cid.startswith("base1-")),
+        key=lambda p: int(p.parent.name.split("-")[1]),
+    )
+    paths = [p for p in paths if p.exists()][:N_FACES]
+    if len(paths) < N_FACES:
+        out = tmp_path_factory.mktemp("renders")
+        rendered = read_manifest(
+            render_catalog(SHARED / "catalog", out, ["base1"], limit=N_FACES, progress=False)
+        )
+        paths = [out / info["high"] for info in rendered.values()]
+    return [load_face(Path(p)) for p in paths]
+
+
+@pytest.fixture(scope="module")
+def detector() -> CardDetector:
+    return CardDetector()
+
+
+@needs_shared
+def test_make_photo_is_deterministic(faces: list[np.ndarray]) -> None:
+    for difficulty in ("standard", "hard"):
+        a = make_photo(faces[0], BENCH_SEED_BASE + 7, difficulty)  # type: ignore[arg-type]
+        b = make_photo(faces[0], BENCH_SEED_BASE + 7, difficulty)  # type: ignore[arg-type]
+        assert np.array_equal(a.image, b.image) and np.array_equal(a.corners, b.corners)
+        assert a.image.dtype == np.uint8 and a.image.ndim == 3 and a.image.shape[2] == 3
+        assert a.corners is not None and a.corners.shape == (4, 2) and a.corners.dtype == np.float32
+    other = make_photo(faces[0], BENCH_SEED_BASE + 8)
+    assert other.image.shape != a.image.shape or not np.array_equal(other.image, a.image)
+    assert np.array_equal(make_nocard_photo(BENCH_SEED_BASE).image, make_nocard_photo(BENCH_SEED_BASE).image)
+    assert make_nocard_photo(BENCH_SEED_BASE).corners is None
+
+
+@needs_shared
+def test_rectify_with_true_corners_gives_the_face(faces: list[np.ndarray]) -> None:
+    photo = make_photo(faces[1], BENCH_SEED_BASE + 11)
+    assert photo.corners is not None
+    face = rectify(photo.image, photo.corners)
+    assert face.shape == (838, 600, 3) and face.dtype == np.uint8
+    # Lighting, blur, noise and JPEG change pixels, not the layout: blurred, the two agree.
+    a = cv2.GaussianBlur(face.astype(np.float32).mean(2), (0, 0), 3)
+    b = cv2.GaussianBlur(faces[1].astype(np.float32).mean(2), (0, 0), 3)
+    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.8
+
+
+@needs_shared
+@needs_weights
+def test_detector_finds_cards_precisely(faces: list[np.ndarray], detector: CardDetector) -> None:
+    photos = [make_photo(faces[i % len(faces)], BENCH_SEED_BASE + 100 + i) for i in range(N_PHOTOS)]
+    quads = detector.locate_batch([p.image for p in photos])
+    errors = []
+    for photo, quad in zip(photos, quads, strict=True):
+        if quad is None:
+            continue
+        assert photo.corners is not None and quad.shape == (4, 2) and quad.dtype == np.float32
+        sides = np.linalg.norm(quad - np.roll(quad, -1, axis=0), axis=1)
+        assert sides[0] + sides[2] < sides[1] + sides[3], "long side must be vertical (portrait)"
+        errors.append(corner_error_pct(quad, photo.corners))
+    good = [e for e in errors if e < GOOD_PCT]
+    assert len(good) >= MIN_GOOD * N_PHOTOS, errors
+    assert float(np.mean(good)) < MAX_MEAN_GOOD_PCT, good
+
+
+@needs_weights
+def test_detector_rarely_finds_a_card_where_there_is_none(detector: CardDetector) -> None:
+    photos = [make_nocard_photo(BENCH_SEED_BASE + 200 + i) for i in range(N_NOCARD)]
+    found = [q is not None for q in detector.locate_batch([p.image for p in photos])]
+    assert sum(found) <= MAX_FALSE, found
+    assert detector.locate_batch([]) == []

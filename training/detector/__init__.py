@@ -1,0 +1,1 @@
+"""Card detector training, evaluation and export."""

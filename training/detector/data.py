@@ -1,0 +1,188 @@
+"""Training batches for the card detector, drawn on the fly from cached faces with `training.synth`.
+
+Each photo gives one whole-photo view (the first pass) and `zooms` zoomed views around its card quad with
+simulated first-pass error (the second pass), so the expensive photo is used several times. Batch `b`
+always holds photo seeds `seed_base + b * photos .. + photos - 1`: a resumed run sees the same data.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset
+
+from models.detector import BAND_DEPTH, letterbox, zoom_view
+from training.renders import read_manifest
+from training.synth import TRAIN_SEED_LIMIT, load_face, make_nocard_photo, make_photo
+
+SUPERSAMPLE = 4
+
+
+def is_holdout(card_id: str) -> bool:
+    """Cards never trained on: every tenth by hash, and base1 (what the tests render)."""
+    return card_id.startswith("base1-") or zlib.crc32(card_id.encode()) % 10 == 0
+
+
+def face_paths(manifest: Path, holdout: bool = False) -> list[Path]:
+    """High-res face files from a render manifest, split train / held out by card id."""
+    root = manifest.parent
+    return [
+        root / info["high"]
+        for cid, info in sorted(read_manifest(manifest).items())
+        if is_holdout(cid) == holdout and (root / info["high"]).exists()
+    ]
+
+
+def _poly(quad: np.ndarray, size: int, ss: int = SUPERSAMPLE) -> np.ndarray:
+    """Area coverage of a polygon (edge convention) per pixel: sub-pixel targets for sharp edges."""
+    big = np.zeros((size * ss, size * ss), np.uint8)
+    pts = (quad + 0.5) * ss - 0.5
+    cv2.fillPoly(big, [np.round(pts * 16).astype(np.int32)], 255, cv2.LINE_8, shift=4)
+    return cv2.resize(big, (size, size), interpolation=cv2.INTER_AREA).astype(np.float32) / 255
+
+
+def targets(quad: np.ndarray | None, size: int) -> np.ndarray:
+    """(3, size, size): card mask, top band, bottom band for corners TL,TR,BR,BL in view px."""
+    out = np.zeros((3, size, size), np.float32)
+    if quad is None:
+        return out
+    tl, tr, br, bl = quad
+    out[0] = _poly(quad, size)
+    out[1] = _poly(np.array([tl, tr, tr + BAND_DEPTH * (br - tr), tl + BAND_DEPTH * (bl - tl)]), size)
+    out[2] = _poly(np.array([bl + BAND_DEPTH * (tl - bl), br + BAND_DEPTH * (tr - br), br, bl]), size)
+    return out
+
+
+def _apply(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    return (
+        cv2.perspectiveTransform(pts.reshape(-1, 1, 2).astype(np.float64), m)
+        .reshape(-1, 2)
+        .astype(np.float32)
+    )
+
+
+def perturb(rng: np.random.Generator, quad: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:
+    """A first-pass guess at `quad`: corner jitter, a shift, sometimes rolled by 180 or 90 degrees.
+
+    With probability `zoom_big` the guess is a poor first look instead: shifted by up to `zoom_far` of the
+    card height and scaled by 0.55-1.35 (the art window, or the card merged with what lies beside it).
+    """
+    height = 0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1]))
+    sigma = rng.uniform(0.003, cfg["zoom_jitter"]) * height
+    out = quad + rng.normal(0, sigma, (4, 2)) + rng.normal(0, sigma, 2)
+    if rng.random() < cfg.get("zoom_big", 0.0):
+        centre = out.mean(0)
+        a = rng.uniform(0, 2 * math.pi)
+        shift = rng.uniform(0.05, cfg.get("zoom_far", 0.3)) * height * np.array([math.cos(a), math.sin(a)])
+        stretch = rng.uniform(0.55, 1.35, 2) if rng.random() < 0.3 else np.full(2, rng.uniform(0.55, 1.35))
+        axes = np.stack([out[1] - out[0], out[3] - out[0]])  # card x and y directions
+        axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+        rel = out - centre
+        rel = (rel @ axes.T * stretch) @ axes if abs(np.linalg.det(axes)) > 0.2 else rel * stretch.mean()
+        out = centre + rel + shift
+    r = rng.random()
+    roll = 1 if r < cfg["zoom_roll90"] else (2 if r < cfg["zoom_roll90"] + 0.5 else 0)
+    return np.roll(out, -roll, axis=0).astype(np.float32)
+
+
+def random_quad(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A card-shaped quad somewhere in a photo: where the zoomed pass looks in no-card photos."""
+    h, w = shape[:2]
+    ch = rng.uniform(0.2, 0.8) * min(h, w)
+    cw = ch / 1.397
+    cx, cy = rng.uniform(cw / 2, w - cw / 2), rng.uniform(ch / 2, h - ch / 2)
+    a = rng.uniform(0, 2 * math.pi)
+    rot = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    base = np.array([[-cw, -ch], [cw, -ch], [cw, ch], [-cw, ch]]) / 2
+    return (base @ rot.T + [cx, cy] + rng.normal(0, 0.03 * ch, (4, 2))).astype(np.float32)
+
+
+def random_crop(
+    rng: np.random.Generator, shape: tuple[int, ...], corners: np.ndarray | None
+) -> tuple[int, int, int, int] | None:
+    """A box of 45-90% of the photo that holds the whole card (any box when there is none)."""
+    h, w = shape[:2]
+    f = rng.uniform(0.45, 0.9)
+    cw, ch = int(w * f), int(h * f)
+    lo, hi = (np.zeros(2), np.array([w - cw, h - ch], float))
+    if corners is not None:
+        lo = np.maximum(lo, np.ceil(corners.max(0) + 2) - [cw, ch])
+        hi = np.minimum(hi, np.floor(corners.min(0) - 2))
+    if (lo > hi).any():
+        return None
+    x0, y0 = (lo + rng.random(2) * (hi - lo)).astype(int)
+    return int(x0), int(y0), int(x0) + cw, int(y0) + ch
+
+
+def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One photo -> [(view uint8 SxSx3, targets 3xSxS)]: the whole photo first, then the zoomed views."""
+    assert seed < TRAIN_SEED_LIMIT, "benchmark seeds (>= 10_000_000) must never be trained on"
+    rng = np.random.default_rng([seed, 7])
+    size = cfg["input_size"]
+    lo, hi = cfg.get("photo_scale", (1.0, 1.0))
+    scale = float(rng.uniform(lo, hi)) if hi < 1 or lo < 1 else 1.0
+    if rng.random() < cfg["p_nocard"]:
+        photo = make_nocard_photo(seed, scale=scale)
+    else:
+        path = faces[int(rng.integers(len(faces)))]
+        difficulty = "hard" if rng.random() < cfg["p_hard"] else "standard"
+        touching = int(rng.integers(1, 3)) if rng.random() < cfg.get("p_touching", 0.0) else 0
+        photo = make_photo(
+            load_face(path), seed, difficulty, path.parent.name, scale=scale, touching=touching
+        )
+    view, m = letterbox(photo.image, size)
+    gt = None if photo.corners is None else _apply(m, photo.corners)
+    out = [(view, targets(gt, size))]
+    if rng.random() < cfg["p_crop"]:  # the same scene framed tighter: more first-pass data per photo
+        crop = random_crop(rng, photo.image.shape, photo.corners)
+        if crop is not None:
+            x0, y0, x1, y1 = crop
+            view, m = letterbox(photo.image[y0:y1, x0:x1], size)
+            gt = None if photo.corners is None else _apply(m, photo.corners - [x0, y0])
+            out.append((view, targets(gt, size)))
+    for _ in range(cfg["zooms"]):
+        if photo.corners is None:
+            guess = random_quad(rng, photo.image.shape)
+        else:
+            guess = perturb(rng, photo.corners, cfg)
+        zview, zm = zoom_view(photo.image, guess, size, cfg["zoom_fill"])
+        if photo.corners is None:
+            out.append((zview, targets(None, size)))
+        else:
+            out.append((zview, targets(_apply(zm, photo.corners), size)))
+    return out
+
+
+def collate(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor, torch.Tensor]:
+    views = torch.from_numpy(np.stack([v for v, _ in samples]))
+    return views, torch.from_numpy(np.stack([t for _, t in samples]))
+
+
+class PhotoBatches(IterableDataset):
+    """Endless batches from batch index `start` on; one DataLoader worker (or none) generates them."""
+
+    def __init__(self, faces: list[Path], cfg: dict[str, Any], start: int = 0) -> None:
+        self.faces, self.cfg, self.start = faces, cfg, start
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        torch.set_num_threads(1)
+        cv2.setNumThreads(1)
+        photos = self.cfg["photos_per_batch"]
+        b = self.start
+        while True:
+            base = self.cfg["seed_base"] + b * photos
+            samples = [s for i in range(photos) for s in photo_samples(base + i, self.faces, self.cfg)]
+            yield collate(samples)
+            b += 1
+
+
+def fixed_batch(seeds: range, faces: list[Path], cfg: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A validation batch (seeds from the validation range) for a loss that is comparable across steps."""
+    return collate([s for seed in seeds for s in photo_samples(seed, faces, cfg)])

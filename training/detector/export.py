@@ -1,0 +1,111 @@
+"""Ship a trained detector: `python -m training.detector.export --run runs/detector/<name> [--eval JSON]`.
+
+Writes models/weights/detector.pt (fp16 weights + the inference config, which is all `CardDetector` needs)
+and models/weights/detector.json, the manifest: training data, resolved config, benchmark metrics, git SHA,
+parameter count and file size. Without `--eval`, runs the benchmark (`evaluate.py`) on the exported file.
+Inference knobs (e.g. `--set refine_passes=2`) are tuned on validation seeds, never on benchmark seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from models.detector import WEIGHTS, DetectorConfig, build_net
+from training.detector.data import face_paths
+from training.detector.evaluate import main as evaluate_main
+from training.detector.train import REPO, git_sha
+from training.synth import BENCH_SEED_BASE, TRAIN_SEED_LIMIT, VAL_SEED_BASE
+
+
+def export(run: Path, out: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """fp16 state dict + inference config; returns facts for the manifest."""
+    state = torch.load(run / "last.pt", map_location="cpu", weights_only=False)
+    cfg = state["config"]
+    model_cfg = DetectorConfig.from_dict({**cfg["model"], **overrides})
+    net = build_net(model_cfg)
+    net.load_state_dict(state["net"])
+    half = {k: (v.half() if v.is_floating_point() else v) for k, v in net.state_dict().items()}
+    cfg_dict = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model_cfg.__dict__.items()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"config": cfg_dict, "state_dict": half}, out)
+    return {
+        "config": cfg,
+        "inference": cfg_dict,
+        "steps": state["step"],
+        "train_minutes": round(state["elapsed"] / 60, 1),
+        "photos_seen": state["step"] * cfg["data"]["photos_per_batch"],
+        "parameters": sum(p.numel() for p in net.parameters()),
+        "bytes": out.stat().st_size,
+    }
+
+
+def training_facts(run: Path, facts: dict[str, Any]) -> dict[str, Any]:
+    """Steps, minutes and torch threads of this run, plus the run it was initialised from (`--init`)."""
+    out: dict[str, Any] = {"steps": facts["steps"], "minutes": facts["train_minutes"]}
+    metrics_path = run / "metrics.jsonl"
+    lines = [json.loads(x) for x in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
+    threads = sorted({m["threads"] for m in lines if "threads" in m})
+    out["threads"] = threads if len(threads) > 1 else (threads[0] if threads else 1)
+    init = run / "init.txt"
+    if init.exists():
+        out["initialised_from"] = init.read_text().strip()
+        parent = torch.load(
+            Path(out["initialised_from"].split(" (")[0]), map_location="cpu", weights_only=False
+        )
+        out["total_steps"] = facts["steps"] + parent["step"]
+        out["total_minutes"] = round(facts["train_minutes"] + parent["elapsed"] / 60, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=WEIGHTS)
+    parser.add_argument("--eval", type=Path, default=None, help="an evaluate.py JSON for these weights")
+    parser.add_argument(
+        "--count", type=int, default=300, help="benchmark photos per kind when --eval is absent"
+    )
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="inference config")
+    args = parser.parse_args(argv)
+    overrides = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.set)}
+    facts = export(args.run, args.out, overrides)
+    report_path = args.eval or args.run / "benchmark.json"
+    if args.eval is None:
+        evaluate_main(["--weights", str(args.out), "--count", str(args.count), "--out", str(report_path)])
+    metrics = json.loads(report_path.read_text())
+    manifest_path = Path(facts["config"]["data"]["manifest"]).expanduser()
+    manifest = {
+        "model": "card detector: U-Net mask + top/bottom bands, two passes (models/detector.py)",
+        "weights": str(args.out.relative_to(REPO)) if args.out.is_relative_to(REPO) else str(args.out),
+        "bytes": facts["bytes"],
+        "parameters": facts["parameters"],
+        "git_sha": git_sha(),
+        "data": {
+            "faces": "catalog renders (../shared/tools/cardrender.py) in "
+            + str(facts["config"]["data"]["manifest"]),
+            "train_faces": len(face_paths(manifest_path)) if manifest_path.exists() else None,
+            "held_out_faces": "base1-* and crc32(card id) % 10 == 0",
+            "photos": f"training.synth, seeds 0..{TRAIN_SEED_LIMIT - 1} (validation {VAL_SEED_BASE}+)",
+            "benchmark_seeds": f">= {BENCH_SEED_BASE}",
+            "photos_seen": facts["photos_seen"],
+        },
+        "training": training_facts(args.run, facts),
+        "config": facts["config"],
+        "inference": facts["inference"],
+        "metrics": metrics,
+    }
+    json_path = args.out.with_suffix(".json")
+    json_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    size = f"{facts['bytes'] / 1e6:.2f} MB, {facts['parameters']:,} parameters"
+    print(f"wrote {args.out} ({size}) and {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

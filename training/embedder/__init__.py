@@ -1,0 +1,1 @@
+"""Card-face embedder training: data (synthetic rectified photos), train, evaluate."""

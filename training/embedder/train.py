@@ -1,0 +1,340 @@
+"""Train the card-face embedder: `python -m training.embedder.train --config training/embedder/config.yaml`.
+
+Contrastive (InfoNCE) between each degraded photo and the clean faces of the batch, plus a memory of
+recent clean embeddings for more negatives than one CPU batch can hold. Cards that share an artwork are
+masked out of each other's negatives: they are reprints, and the embedding should keep them together.
+
+The run lives in runs/embedder/<name>/ (resolved config, git SHA, metrics.jsonl, curves.png, last.pt) and
+resumes from last.pt by default. The schedule follows max(step / max_steps, elapsed / budget), so a run on
+a busy machine still finishes its cosine decay inside the wall-clock budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import torch
+import yaml
+from torch.nn import functional as F
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from models.embedder import build_net, prepare, read_face, to_tensor
+from training.embedder.data import (
+    EVAL_SEED_BASE,
+    HardBatchSampler,
+    PairDataset,
+    collate,
+    degrade,
+    describe,
+    load_cards,
+    split_cards,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULTS: dict[str, Any] = {
+    "name": "default",
+    "seed": 0,
+    "data": {
+        "render_dir": "~/.cache/cardcat/renders/catalog",
+        "held_out_percent": 5.0,
+        "both_degraded_p": 0.2,
+        "workers": 1,
+    },
+    "model": {"dim": 128, "widths": [16, 32, 64, 128, 192], "grid": [4, 3], "input_size": [96, 134]},
+    "train": {
+        "batch_size": 128,
+        "hard_fraction": 0.5,
+        "lr": 3e-3,
+        "weight_decay": 5e-4,
+        "warmup_steps": 30,
+        "temperature": 0.05,
+        "memory_size": 2048,
+        "memory_start": 0.25,
+        "budget_minutes": 20.0,
+        "max_steps": 100_000,
+        "log_every": 10,
+        "val_every": 60,
+        "val_cards": 512,
+        "ckpt_every": 30,
+    },
+    "export": {"enabled": True, "weights": "models/weights/embedder.pt"},
+}
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = (
+            merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def resolve_config(path: Path | None, overrides: list[str]) -> dict[str, Any]:
+    """defaults -> YAML -> `key.sub=value` overrides (values parsed as YAML, so numbers and lists work)."""
+    config = merge(DEFAULTS, yaml.safe_load(path.read_text()) or {}) if path else copy.deepcopy(DEFAULTS)
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        node = config
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(raw)
+    return config
+
+
+def git_sha() -> str:
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True
+        ).stdout
+        return sha + ("-dirty" if dirty.strip() else "")
+    except OSError:
+        return "unknown"
+
+
+def info_nce(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    arts: torch.Tensor,
+    memory: tuple[torch.Tensor, torch.Tensor] | None,
+    temperature: float,
+) -> torch.Tensor:
+    """Photos (q) against clean faces (k, plus memory); the other direction in-batch. Same artwork, other
+    card: neither positive nor negative."""
+    keys, key_arts = k, arts
+    if memory is not None and len(memory[0]):
+        keys, key_arts = torch.cat([k, memory[0]]), torch.cat([arts, memory[1]])
+    eye = torch.zeros(len(q), len(keys), dtype=torch.bool)
+    eye[:, : len(q)] = torch.eye(len(q), dtype=torch.bool)
+    same = (arts[:, None] == key_arts[None, :]) & ~eye
+    logits = (q @ keys.T / temperature).masked_fill(same, float("-inf"))
+    target = torch.arange(len(q))
+    back = (k @ q.T / temperature).masked_fill(same[:, : len(q)], float("-inf"))
+    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(back, target))
+
+
+def validation_set(
+    cards: list[Any], n: int, size: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Held-out faces and one evaluation-seeded photo of each, made once so every check sees the same set."""
+    chosen = cards[:: max(1, len(cards) // n)][:n]
+    clean, photos = [], []
+    for i, card in enumerate(chosen):
+        face = read_face(card.low)
+        clean.append(prepare(face, size))
+        photos.append(prepare(degrade(face, EVAL_SEED_BASE + 900_000 + i), size))
+    keys = sorted({c.artwork_key for c in chosen})
+    arts = torch.tensor([keys.index(c.artwork_key) for c in chosen])
+    return to_tensor(clean), to_tensor(photos), arts
+
+
+@torch.inference_mode()
+def validate(net: torch.nn.Module, val: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dict[str, float]:
+    net.eval()
+    clean = torch.cat([net(c) for c in val[0].split(128)])
+    photos = torch.cat([net(p) for p in val[1].split(128)])
+    net.train()
+    sims = photos @ clean.T
+    top = sims.topk(5, dim=1).indices
+    hit = val[2][top] == val[2][:, None]
+    return {"val_top1": float(hit[:, 0].float().mean()), "val_top5": float(hit.any(1).float().mean())}
+
+
+def save_curves(run: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    train = [r for r in rows if "loss" in r]
+    val = [r for r in rows if "val_top1" in r]
+    a.plot([r["step"] for r in train], [r["loss"] for r in train])
+    a.set(xlabel="step", ylabel="InfoNCE loss", title="training loss")
+    for key in ("val_top1", "val_top5"):
+        b.plot([r["step"] for r in val], [r[key] for r in val], marker="o", label=key)
+    b.set(xlabel="step", ylabel="accuracy", title="held-out artwork retrieval (512 faces)")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(run / "curves.png", dpi=90)
+    plt.close(fig)
+
+
+def atomic_save(obj: Any, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, tmp)
+    tmp.replace(path)
+
+
+def export(net: torch.nn.Module, config: dict[str, Any], run: Path, summary: dict[str, Any]) -> Path:
+    """fp16 weights + a manifest: what it was trained on, how, and how well; the service reads only these."""
+    target = REPO / config["export"]["weights"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: (v.half() if v.is_floating_point() else v) for k, v in net.state_dict().items()}
+    atomic_save({"model": config["model"], "state_dict": state}, target)
+    from models.embedder import CardEmbedder
+
+    version = CardEmbedder(target).version
+    manifest = {
+        "version": version,
+        "file": target.name,
+        "size_bytes": target.stat().st_size,
+        "params": sum(p.numel() for p in net.parameters()),
+        "dim": config["model"]["dim"],
+        "input_size": config["model"]["input_size"],
+        "dtype": "float16",
+        "git_sha": git_sha(),
+        "run": str(run.relative_to(REPO)) if run.is_relative_to(REPO) else str(run),
+        "config": config,
+        **summary,
+    }
+    target.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return target
+
+
+def _worker_init(_: int) -> None:
+    torch.set_num_threads(1)
+    cv2.setNumThreads(1)
+
+
+def train(config: dict[str, Any]) -> Path:
+    torch.set_num_threads(1)  # two shared cores: one for the net, one for the augmentation worker
+    cv2.setNumThreads(1)
+    torch.manual_seed(config["seed"])
+    tc = config["train"]
+    run = REPO / "runs" / "embedder" / config["name"]
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (run / "git_sha.txt").write_text(git_sha() + "\n")
+    render_dir = Path(os.path.expanduser(config["data"]["render_dir"]))
+    train_cards, held = split_cards(load_cards(render_dir), config["data"]["held_out_percent"])
+    size = (int(config["model"]["input_size"][0]), int(config["model"]["input_size"][1]))
+    dataset = PairDataset(train_cards, size, config["data"]["both_degraded_p"])
+    net = build_net(config["model"]).to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
+    step, elapsed = 0, 0.0
+    ckpt = run / "last.pt"
+    if ckpt.exists():
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        net.load_state_dict(state["net"])
+        opt.load_state_dict(state["opt"])
+        step, elapsed = state["step"], state["elapsed"]
+        print(f"resuming {run.name} at step {step} ({elapsed / 60:.1f} min in)", file=sys.stderr)
+    val = validation_set(held, tc["val_cards"], size)
+    sampler = HardBatchSampler(
+        dataset, tc["batch_size"], tc["hard_fraction"], config["seed"], start_step=step
+    )
+    loader = DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=collate,
+        num_workers=config["data"]["workers"],
+        worker_init_fn=_worker_init,
+        persistent_workers=config["data"]["workers"] > 0,
+        prefetch_factor=4 if config["data"]["workers"] > 0 else None,
+    )
+    budget = tc["budget_minutes"] * 60
+    mem_q: list[tuple[torch.Tensor, torch.Tensor]] = []
+    log = (run / "metrics.jsonl").open("a")
+    bar = tqdm(total=100, desc=f"train {run.name}", unit="%", initial=0)
+    started, progress, last = time.monotonic() - elapsed, 0.0, {}
+    net.train()
+    for anchors, photos, arts in loader:
+        progress = max(step / tc["max_steps"], (time.monotonic() - started) / budget)
+        if progress >= 1:
+            break
+        lr = tc["lr"] * min(1.0, (step + 1) / tc["warmup_steps"]) * 0.5 * (1 + math.cos(math.pi * progress))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x = torch.cat([anchors, photos]).contiguous(memory_format=torch.channels_last)
+        z = net(x)
+        k, q = z[: len(anchors)], z[len(anchors) :]
+        memory = None
+        if progress >= tc["memory_start"] and mem_q:
+            memory = (torch.cat([m[0] for m in mem_q]), torch.cat([m[1] for m in mem_q]))
+        loss = info_nce(q, k, arts, memory, tc["temperature"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        mem_q.append((k.detach(), arts))
+        while sum(len(m[1]) for m in mem_q) > tc["memory_size"]:
+            mem_q.pop(0)
+        step += 1
+        bar.update(int(progress * 100) - bar.n)
+        if step % tc["log_every"] == 0:
+            last = {
+                "step": step,
+                "loss": round(loss.item(), 4),
+                "lr": lr,
+                "elapsed_s": round(time.monotonic() - started, 1),
+            }
+            log.write(json.dumps(last) + "\n")
+            log.flush()
+            bar.set_postfix(loss=last["loss"], step=step)
+        if step % tc["val_every"] == 0:
+            log.write(json.dumps({"step": step, **validate(net, val)}) + "\n")
+            log.flush()
+        if step % tc["ckpt_every"] == 0:
+            atomic_save(
+                {
+                    "net": net.state_dict(),
+                    "opt": opt.state_dict(),
+                    "step": step,
+                    "elapsed": time.monotonic() - started,
+                },
+                ckpt,
+            )
+    bar.close()
+    final = {"step": step, **validate(net, val)}
+    log.write(json.dumps(final) + "\n")
+    log.close()
+    total = time.monotonic() - started
+    atomic_save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": total}, ckpt)
+    save_curves(run)
+    summary = {
+        "data": {**describe(train_cards), "held_out": describe(held), "source": "low.jpg renders"},
+        "training": {
+            "steps": step,
+            "wall_minutes": round(total / 60, 2),
+            "pairs_seen": step * tc["batch_size"],
+            "final_loss": last.get("loss"),
+        },
+        "metrics": {"validation": final},
+    }
+    (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if config["export"]["enabled"]:
+        path = export(net.eval(), config, run, summary)
+        print(f"exported {path}", file=sys.stderr)
+    print(json.dumps(final), file=sys.stderr)
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. train.lr=1e-3"
+    )
+    args = parser.parse_args(argv)
+    train(resolve_config(args.config, args.set))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Training for the print reader (`models/ocr.py`): data, training loop, evaluation."""

@@ -1,0 +1,170 @@
+"""Evaluate the print reader end to end on held-out cards: `python -m training.ocr.evaluate --count 500`.
+
+Each held-out card (never trained on: `is_eval_card`) is read twice through `PrintReader.read_batch`: the
+clean rendered face, and a degraded one (misaligned by up to 2%, then colour cast, glare, blur, lost
+resolution, noise and JPEG), with augment seeds from `--seed-base` (>= 10,000,000; training stays below
+1,000,000). Reports exact-match accuracy for name, number and set code, their character error rates, how
+often a field was left unread versus read wrong (worse: the matcher trusts a read), and ms per face.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rapidfuzz import fuzz
+from rapidfuzz.distance import Levenshtein
+
+from models.ocr import WEIGHTS, PrintRead, PrintReader
+from training.ocr.data import (
+    EVAL_SEED_BASE,
+    CardText,
+    catalog_texts,
+    degrade,
+    is_eval_card,
+    misalign_face,
+    read_face,
+)
+from training.renders import DEFAULT_CACHE, SHARED, read_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+_TOTAL = re.compile(r"^(.*?)(?:/(\d+))?$")
+
+
+def truth(card: CardText) -> dict[str, str | None]:
+    """What the reader should return for a card."""
+    m = _TOTAL.match(card.number)
+    head, total = (m.group(1), m.group(2)) if m else (card.number, None)
+    return {"name": card.name, "number": head, "printed_total": total, "set_code": card.set_code}
+
+
+def score(reads: list[PrintRead], cards: list[CardText]) -> dict[str, Any]:
+    """Exact match, CER, unread and wrong rates per field (a symbol card's right code is None)."""
+    out: dict[str, Any] = {"faces": len(cards)}
+    for field in ("name", "number", "set_code"):
+        exact = errors = chars = unread = wrong = 0
+        for read, card in zip(reads, cards, strict=True):
+            want = truth(card)[field]
+            got = getattr(read, field)
+            if field == "number":  # the whole printed number: both sides of the slash
+                want = card.number
+                got = (
+                    None
+                    if read.number is None
+                    else read.number + (f"/{read.printed_total}" if read.printed_total else "")
+                )
+            exact += got == want
+            errors += Levenshtein.distance(got or "", want or "")
+            chars += len(want or "")
+            unread += got is None and want is not None
+            wrong += got is not None and got != want
+        n = max(1, len(cards))
+        out[field] = {
+            "exact": exact / n,
+            "cer": errors / max(1, chars),
+            "unread": unread / n,
+            "wrong": wrong / n,
+        }
+    coded = [(r, c) for r, c in zip(reads, cards, strict=True) if c.set_code]
+    out["set_code"]["exact_on_coded_cards"] = float(
+        np.mean([r.set_code == c.set_code for r, c in coded] or [False])
+    )
+    out["name"]["fuzzy90"] = float(
+        np.mean(
+            [fuzz.ratio(r.name or "", c.name) >= 90 for r, c in zip(reads, cards, strict=True)] or [False]
+        )
+    )
+    return out
+
+
+def run(reader: PrintReader, faces: list[np.ndarray], batch: int) -> tuple[list[PrintRead], float]:
+    """Reads and wall-clock ms per face (after one warm-up batch)."""
+    reader.read_batch(faces[:batch])
+    start = time.perf_counter()
+    reads: list[PrintRead] = []
+    for i in range(0, len(faces), batch):
+        reads += reader.read_batch(faces[i : i + batch])
+    return reads, 1000 * (time.perf_counter() - start) / max(1, len(faces))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=500)
+    parser.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE)
+    parser.add_argument("--weights", type=Path, default=WEIGHTS)
+    parser.add_argument("--catalog", type=Path, default=SHARED / "catalog")
+    parser.add_argument("--faces", type=Path, default=DEFAULT_CACHE / "catalog")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", type=Path, help="JSON report (default: runs/ocr/eval-<seed base>.json)")
+    args = parser.parse_args(argv)
+    if args.seed_base < EVAL_SEED_BASE:
+        parser.error(f"evaluation seeds start at {EVAL_SEED_BASE:,}: lower ones are training's")
+    torch.set_num_threads(args.threads)
+    texts = catalog_texts(args.catalog)
+    held_out = sorted(
+        i for i in read_manifest(args.faces / "manifest.jsonl") if i in texts and is_eval_card(i)
+    )
+    rng = np.random.default_rng(args.seed_base)
+    picked = sorted(rng.choice(held_out, size=min(args.count, len(held_out)), replace=False).tolist())
+    cards = [texts[i] for i in picked]
+    clean = [read_face(args.faces / i / "high.jpg") for i in picked]
+    degraded = []
+    for k, face in enumerate(clean):
+        face_rng = np.random.default_rng(args.seed_base + k)
+        degraded.append(degrade(misalign_face(face, face_rng), face_rng, glare_peak=0.8))
+    reader = PrintReader(weights=args.weights, device=args.device)
+    report: dict[str, Any] = {
+        "weights": str(args.weights),
+        "count": len(cards),
+        "seed_base": args.seed_base,
+        "threads": args.threads,
+        "device": args.device,
+    }
+    for label, faces in (("clean", clean), ("degraded", degraded)):
+        reads, ms = run(reader, faces, args.batch)
+        report[label] = {**score(reads, cards), "ms_per_face": round(ms, 1)}
+        report[label]["examples_wrong"] = [
+            {"id": c.card_id, "want": truth(c), "got": {k: getattr(r, k) for k in truth(c)}}
+            for r, c in zip(reads, cards, strict=True)
+            if r.number != truth(c)["number"] or r.set_code != c.set_code or r.name != c.name
+        ][:15]
+    out = args.out or REPO / "runs" / "ocr" / f"eval-{args.seed_base}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    manifest = args.weights.with_suffix(".json")
+    if manifest.exists() and args.count >= 500:  # the shipped weights carry their full-size numbers
+        info = json.loads(manifest.read_text())
+        info["size_bytes"] = args.weights.stat().st_size
+        info["evaluation"] = {k: v for k, v in report.items() if k != "weights"}
+        for label in ("clean", "degraded"):
+            info["evaluation"][label] = {k: v for k, v in report[label].items() if k != "examples_wrong"}
+        manifest.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n")
+    print(table(report))
+    print(f"wrote {out}")
+    return 0
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report as a small Markdown table."""
+    lines = ["| faces | field | exact | CER | unread | wrong |", "|---|---|---|---|---|---|"]
+    for label in ("clean", "degraded"):
+        for field in ("name", "number", "set_code"):
+            r = report[label][field]
+            cells = " | ".join(f"{r[k]:.3f}" for k in ("exact", "cer", "unread", "wrong"))
+            lines.append(f"| {label} | {field} | {cells} |")
+    lines.append(
+        f"ms/face: clean {report['clean']['ms_per_face']}, degraded {report['degraded']['ms_per_face']}"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
