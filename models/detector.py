@@ -46,6 +46,8 @@ class DetectorConfig:
     geo: float = 3.0  # weight of photo side lengths against the band maps when telling long from short
     candidates: int = 3  # coarse blobs the first zoomed pass judges
     tta: bool = False  # also predict on mirrored views and average (steadier edges, twice the compute)
+    rect_fallback: bool = False  # first pass: a blob no quad fits still yields its min-area rectangle
+    extra_threshold: float = 0.0  # first pass: also take blobs at this threshold (splits card from paper)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DetectorConfig:
@@ -152,7 +154,7 @@ def zoom_view(image: np.ndarray, quad: np.ndarray, size: int, fill: float) -> tu
     x1, y1 = np.clip(np.ceil(foot.max(0)) + 3, [x0 + 1, y0 + 1], [w, h]).astype(int)
     crop = image[y0:y1, x0:x1]
     shift = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64)
-    card_h = 0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1]))
+    card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
     shrink = min(1.0, 1.5 * fill * size / max(card_h, 1.0))
     if shrink < 0.75:
         nw, nh = max(1, round(crop.shape[1] * shrink)), max(1, round(crop.shape[0] * shrink))
@@ -252,13 +254,21 @@ def _refine_sides(prob: np.ndarray, quad: np.ndarray, samples: int = 32) -> np.n
 
 
 def fit_quads(
-    prob: np.ndarray, min_area: float, min_fit: float, threshold: float = 0.5, close: int = 0, limit: int = 1
+    prob: np.ndarray,
+    min_area: float,
+    min_fit: float,
+    threshold: float = 0.5,
+    close: int = 0,
+    limit: int = 1,
+    fallback: bool = False,
 ) -> list[np.ndarray]:
     """Sub-pixel corners (positive shoelace, view px) of up to `limit` card-like blobs, largest first.
 
     `close` (px) bridges the gaps an unsure mask leaves inside a blob (glare, dark art), one blob at a
     time so that a card and a sheet of paper beside it never merge; the blob's outline, not its pixel
-    count, is compared with the quad, so holes inside the card do not count against it.
+    count, is compared with the quad, so holes inside the card do not count against it. With `fallback`, a
+    blob no quad fits (a ragged or merged mask) gives its minimum-area rectangle, for the zoomed pass to
+    judge and correct.
     """
     binary = (prob > threshold).astype(np.uint8)
     _, labels, stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4)
@@ -271,6 +281,9 @@ def fit_quads(
             kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (close, close))
             blob = cv2.morphologyEx(blob, cv2.MORPH_CLOSE, kernel)
         quad = _blob_quad(prob, blob, min_fit)
+        if quad is None and fallback:
+            box = cv2.boxPoints(cv2.minAreaRect(cv2.findNonZero(blob))).astype(np.float32)
+            quad = box if _shoelace(box) > 0 else box[::-1].copy()
         if quad is not None:
             out.append(quad)
     return out
@@ -396,7 +409,14 @@ class CardDetector:
         out = []
         for p, m in zip(self._predict(list(views)), mats, strict=True):
             back = np.linalg.inv(m)
-            quads = fit_quads(p[0], cfg.min_area, cfg.min_fit * 0.9, cfg.threshold, cfg.close, cfg.candidates)
+            quads = [
+                q
+                for t in (cfg.threshold, cfg.extra_threshold)
+                if t > 0
+                for q in fit_quads(
+                    p[0], cfg.min_area, cfg.min_fit * 0.9, t, cfg.close, cfg.candidates, cfg.rect_fallback
+                )
+            ]
             out.append([apply(back, orient(q, p[1:], apply(back, q), cfg.geo)) for q in quads])
         return out
 

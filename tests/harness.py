@@ -238,7 +238,9 @@ def launch(backend: str, tmp: Path, feed: Path | None, **extra_env: str) -> Serv
     return service
 
 
-def launch_scanner(tmp: Path, expansions: tuple[str, ...], backend: str = "postgresql") -> Service:
+def launch_scanner(
+    tmp: Path, expansions: tuple[str, ...], backend: str = "postgresql", **extra_env: str
+) -> Service:
     """A deployment with the scanner: faces rendered (cached), synced with --images, indexed, and
     `cardcat serve --scan` (Ray Serve behind the ingress) started."""
     from training.renders import DEFAULT_CACHE, render_catalog
@@ -246,7 +248,8 @@ def launch_scanner(tmp: Path, expansions: tuple[str, ...], backend: str = "postg
     faces = DEFAULT_CACHE / "catalog"
     render_catalog(SHARED_CATALOG, faces, expansions, progress=False)
     feed = write_subset_feed(tmp / "feed", expansions)
-    service = Service(create_database(backend, tmp), tmp / "data", {"CARDCAT_SCAN_PORT": str(free_port())})
+    env = {"CARDCAT_SCAN_PORT": str(free_port()), **extra_env}
+    service = Service(create_database(backend, tmp), tmp / "data", env)
     service.cli("db", "upgrade")
     service.cli("catalog", "sync", "--from", str(feed), "--images", str(faces), "--quiet")
     service.cli("index", "build", "--quiet")

@@ -217,7 +217,7 @@ def _distractor(rng: np.random.Generator, kind: str) -> tuple[np.ndarray, np.nda
         h = int(w * rng.uniform(0.5, 1.6))
         img = np.zeros((h, w, 3), np.float32) + _colour(rng, 100, 255)
         _clutter(rng, img, int(rng.integers(0, 4)))
-    alpha = np.ones(img.shape[:2], np.float32)
+    alpha: np.ndarray = np.ones(img.shape[:2], np.float32)
     radius = {"phone": 40.0}.get(kind, rng.uniform(0, 8))
     _round_corners(alpha, 0, 0, alpha.shape[1], alpha.shape[0], radius)
     return img, alpha
@@ -327,7 +327,7 @@ def _paste(
     a = warped[..., 3:4]
     if shadow > 0:  # blurred and shifted at quarter resolution: a soft shadow has no detail to lose
         small = cv2.resize(a[..., 0], (W // 4, H // 4), interpolation=cv2.INTER_AREA)
-        m = np.float32([[1, 0, shadow_shift[0] / 4], [0, 1, shadow_shift[1] / 4]])
+        m = np.array([[1, 0, shadow_shift[0] / 4], [0, 1, shadow_shift[1] / 4]], np.float32)
         small = cv2.warpAffine(
             cv2.GaussianBlur(small, (0, 0), 0.75 + 0.0025 * min(W, H)), m, small.shape[::-1]
         )
@@ -355,7 +355,7 @@ def _card_layer(
         tint = np.clip(np.array([235, 240, 245], np.float32) + rng.normal(0, 15, 3), 0, 255).astype(
             np.float32
         )
-        film = np.ones(alpha.shape, np.float32)
+        film: np.ndarray = np.ones(alpha.shape, np.float32)
         _round_corners(film, 0, 0, film.shape[1], film.shape[0], rng.uniform(2, 12))
         a_film = rng.uniform(0.08, 0.35)
         rim = rng.uniform(1.5, 5)
@@ -447,8 +447,9 @@ def _camera(rng: np.random.Generator, img: np.ndarray, hard: bool, scale: float 
     out = np.clip(img, 0, 255, out=img).astype(np.uint8)
     quality = int(rng.uniform(30, 90) if hard else rng.uniform(65, 95))
     ok, buf = cv2.imencode(".jpg", out[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, quality])
-    assert ok
-    return cv2.imdecode(buf, cv2.IMREAD_COLOR)[..., ::-1].copy()
+    decoded = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    assert ok and decoded is not None
+    return decoded[..., ::-1].copy()
 
 
 def _scene(

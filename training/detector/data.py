@@ -11,7 +11,7 @@ import math
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cv2
 import numpy as np
@@ -132,7 +132,7 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
         photo = make_nocard_photo(seed, scale=scale)
     else:
         path = faces[int(rng.integers(len(faces)))]
-        difficulty = "hard" if rng.random() < cfg["p_hard"] else "standard"
+        difficulty: Literal["standard", "hard"] = "hard" if rng.random() < cfg["p_hard"] else "standard"
         touching = int(rng.integers(1, 3)) if rng.random() < cfg.get("p_touching", 0.0) else 0
         photo = make_photo(
             load_face(path), seed, difficulty, path.parent.name, scale=scale, touching=touching

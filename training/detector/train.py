@@ -12,7 +12,6 @@ busy machine still finishes its cosine decay inside the wall-clock budget.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import subprocess
@@ -31,6 +30,7 @@ from tqdm import tqdm
 from models.detector import CardDetector, DetectorConfig, build_net
 from training.detector.data import PhotoBatches, face_paths, fixed_batch
 from training.detector.evaluate import make_photos, score
+from training.runconfig import git_sha, resolve_config
 from training.synth import VAL_SEED_BASE, Photo
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,39 +69,6 @@ DEFAULTS: dict[str, Any] = {
         "ckpt_every": 50,
     },
 }
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        out[key] = (
-            merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        )
-    return out
-
-
-def resolve_config(path: Path | None, overrides: list[str]) -> dict[str, Any]:
-    """defaults -> YAML -> `key.sub=value` overrides (values parsed as YAML, so numbers and lists work)."""
-    config = merge(DEFAULTS, yaml.safe_load(path.read_text()) or {}) if path else copy.deepcopy(DEFAULTS)
-    for item in overrides:
-        key, _, raw = item.partition("=")
-        node = config
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(raw)
-    return config
-
-
-def git_sha() -> str:
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        )
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True)
-        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def detector_loss(logits: torch.Tensor, target: torch.Tensor, cfg: dict[str, Any]) -> torch.Tensor:
@@ -193,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "--init", type=Path, help="start a new run from this checkpoint's weights and optimizer state"
     )
     args = parser.parse_args(argv)
-    cfg = resolve_config(args.config, args.set)
+    cfg = resolve_config(DEFAULTS, args.config, args.set)
     threads = set_threads()
     cv2.setNumThreads(1)
     torch.manual_seed(0)

@@ -12,11 +12,9 @@ a busy machine still finishes its cosine decay inside the wall-clock budget.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +38,7 @@ from training.embedder.data import (
     load_cards,
     split_cards,
 )
+from training.runconfig import git_sha, resolve_config
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS: dict[str, Any] = {
@@ -70,41 +69,6 @@ DEFAULTS: dict[str, Any] = {
     },
     "export": {"enabled": True, "weights": "models/weights/embedder.pt"},
 }
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        out[key] = (
-            merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        )
-    return out
-
-
-def resolve_config(path: Path | None, overrides: list[str]) -> dict[str, Any]:
-    """defaults -> YAML -> `key.sub=value` overrides (values parsed as YAML, so numbers and lists work)."""
-    config = merge(DEFAULTS, yaml.safe_load(path.read_text()) or {}) if path else copy.deepcopy(DEFAULTS)
-    for item in overrides:
-        key, _, raw = item.partition("=")
-        node = config
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(raw)
-    return config
-
-
-def git_sha() -> str:
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True
-        ).stdout
-        return sha + ("-dirty" if dirty.strip() else "")
-    except OSError:
-        return "unknown"
 
 
 def info_nce(
@@ -332,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. train.lr=1e-3"
     )
     args = parser.parse_args(argv)
-    train(resolve_config(args.config, args.set))
+    train(resolve_config(DEFAULTS, args.config, args.set))
     return 0
 
 

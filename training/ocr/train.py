@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tqdm import tqdm
 from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits, ctc_greedy
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
+from training.runconfig import git_sha, resolve_config
 
 REPO = Path(__file__).resolve().parents[2]
 VAL_SEED_BASE = 19_000_000  # in-training validation; evaluate.py uses 10,000,000 and up
@@ -59,45 +59,6 @@ DEFAULTS: dict[str, Any] = {
     "runs": "runs/ocr",
     "export": str(WEIGHTS),
 }
-
-
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Deep merge: nested dicts merge, everything else replaces."""
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = (
-            merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        )
-    return out
-
-
-def load_config(path: Path | None, overrides: list[str]) -> dict[str, Any]:
-    """defaults -> YAML -> `key.sub=value` overrides (values parsed as YAML, so numbers stay numbers)."""
-    cfg = merge(DEFAULTS, (yaml.safe_load(path.read_text()) or {}) if path else {})
-    for item in overrides:
-        key, _, raw = item.partition("=")
-        patch: dict[str, Any] = {}
-        node = patch
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(raw)
-        cfg = merge(cfg, patch)
-    return cfg
-
-
-def git_sha() -> str:
-    """HEAD, marked dirty when the tree has changes (the weights may come from uncommitted code)."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True
-        ).stdout
-        return sha + ("-dirty" if dirty.strip() else "")
-    except OSError:
-        return "unknown"
 
 
 def ctc_loss(logits: torch.Tensor, texts: list[str], vocab: str) -> torch.Tensor:
@@ -221,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     parser.add_argument("--no-export", action="store_true")
     args = parser.parse_args(argv)
-    cfg = load_config(args.config, args.set)
+    cfg = resolve_config(DEFAULTS, args.config, args.set)
     torch.set_num_threads(cfg["threads"])
     cv2.setNumThreads(0)  # OpenCV's thread pool does not survive the fork into the data worker (it hangs)
     torch.manual_seed(0)
