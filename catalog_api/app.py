@@ -62,7 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
     )
-    cache = ResponseCache(settings.response_cache_mb * 1024 * 1024) if settings.response_cache_mb > 0 else None
+    cache_bytes = settings.response_cache_mb * 1024 * 1024
+    cache = ResponseCache(cache_bytes) if cache_bytes > 0 else None
     app.state.context = AppContext(
         settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings)), cache=cache
     )

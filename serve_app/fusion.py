@@ -198,6 +198,12 @@ def decide(
     best_sim = pool[0][1] if pool else 0.0
     if not pool or best_sim < t.min_similarity:
         if legible:
+            # The print names only cards that look nothing like the photo. When the picture alone is
+            # sure of one card, the read was a misread (discarded, like text that names no card).
+            picture = decide(similar, None, table, t)
+            if len(picture.matches) == 1:
+                picture.details["discarded_print"] = details
+                return picture
             return Decision(reason="no_confident_match", message=_NO_MATCH, details=details)
         return Decision(reason="print_unreadable", message=_UNREADABLE, details=details)
     top = table.cards[pool[0][0]]

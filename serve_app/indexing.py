@@ -79,9 +79,8 @@ def build_index(
     settings: Settings, engine: Engine, weights: Path | None = None, progress: bool = True
 ) -> int:
     """Embed every hosted card face into a fresh index and swap it in; returns the card count."""
-    from models.index import CardIndex
-
     from models.embedder import CardEmbedder
+    from models.index import CardIndex
 
     records = print_records(engine)
     embedder = CardEmbedder(weights)
@@ -100,9 +99,8 @@ def refresh_index(
     settings: Settings, engine: Engine, card_ids: list[str], weights: Path | None = None
 ) -> int:
     """After a catalog sync: re-embed the changed cards and swap the updated index in."""
-    from models.index import CardIndex
-
     from models.embedder import CardEmbedder
+    from models.index import CardIndex
 
     if not (settings.index_dir / "meta.json").exists() or not card_ids:
         return 0

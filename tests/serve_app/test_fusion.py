@@ -98,6 +98,13 @@ def test_print_brings_in_a_card_the_picture_ranked_low():
     assert decision.matches == [("sma-SV1", 0.85)]
 
 
+def test_a_misread_print_does_not_overrule_a_sure_picture():
+    # "2" names base1-2 (Blastoise), which looks nothing like this photo of Venusaur: a misread.
+    decision = decide({"base1-15": 0.98, "base1-2": 0.40}, read("002", "BS"), TABLE)
+    assert decision.matches == [("base1-15", 0.98)]
+    assert decision.details["discarded_print"]["number"] == "2"
+
+
 def test_low_confidence_fields_count_as_unread():
     similar = {"base1-4": 0.96, "base4-4": 0.97}
     decision = decide(similar, read("004/102", "BS", conf=0.2), TABLE)
