@@ -72,8 +72,13 @@ def edit(folder: Path, name: str, change: Callable[[list[Record]], list[Record]]
 
 
 def sync(service: Service, folder: Path, *extra: str) -> dict[str, Any]:
-    """Run `cardcat catalog sync` and return its report (stdout is exactly one JSON line)."""
+    """Run `cardcat catalog sync` and return its report (stdout is exactly one JSON line).
+
+    Reads are answered from a per-worker cache keyed by the feed versions, which a worker re-reads at
+    most every RECHECK_S: the documented bound on how long a sync takes to show. Waiting that long here
+    lets every test read right after a sync."""
     result = service.cli("catalog", "sync", "--from", str(folder), "--quiet", *extra)
+    time.sleep(RECHECK_S + 0.1)
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1, result.stdout
     report: dict[str, Any] = json.loads(lines[0])
