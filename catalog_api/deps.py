@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.responses import Response
 
 from catalog_api.cache import ResponseCache
-from catalog_api.envelope import conditional_response, envelope_body, etag_of
+from catalog_api.envelope import conditional_response, data_response, envelope_body, etag_of
 from catalog_api.pagination import CursorCodec
 from catalog_api.settings import Settings
 from catalog_api.snapshot import SnapshotHolder
@@ -45,8 +45,7 @@ async def cached_read(
     """A GET read through the response cache: same path, query and data version, same body and ETag.
     Errors raised by `produce` (404, 400) are not cached."""
     if context.cache is None:
-        body = envelope_body(await produce())
-        return conditional_response(request, body, etag_of(body))
+        return data_response(request, await produce())
     key = (await context.snapshots.data_version(), request.url.path, request.url.query)
     hit = context.cache.get(key)
     if hit is None:
