@@ -148,3 +148,160 @@ class FeedState(Base):
     observed_on: Mapped[str | None] = mapped_column(String(10))
     version: Mapped[int] = mapped_column(Integer, default=0)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+
+# --- prices -----------------------------------------------------------------------------------------
+# The marketplace feed is a change log, and so is what we keep: one row per printing (or product), condition
+# and day its quote changed. `*_current` holds each key's latest quote, so reads never scan the log.
+
+
+class CardPrice(Base):
+    __tablename__ = "card_prices"
+
+    variant_id: Mapped[int] = mapped_column(
+        ForeignKey("card_variants.id", ondelete="CASCADE"), primary_key=True
+    )
+    condition: Mapped[str] = mapped_column(String(8), primary_key=True)
+    observed_on: Mapped[str] = mapped_column(String(10), primary_key=True)
+    market: Mapped[int | None] = mapped_column(Integer)
+    low: Mapped[int | None] = mapped_column(Integer)
+    high: Mapped[int | None] = mapped_column(Integer)
+    listing_count: Mapped[int | None] = mapped_column(Integer)
+
+
+class CardPriceCurrent(Base):
+    __tablename__ = "card_prices_current"
+
+    variant_id: Mapped[int] = mapped_column(
+        ForeignKey("card_variants.id", ondelete="CASCADE"), primary_key=True
+    )
+    condition: Mapped[str] = mapped_column(String(8), primary_key=True)
+    observed_on: Mapped[str] = mapped_column(String(10))
+    market: Mapped[int | None] = mapped_column(Integer)
+    low: Mapped[int | None] = mapped_column(Integer)
+    high: Mapped[int | None] = mapped_column(Integer)
+    listing_count: Mapped[int | None] = mapped_column(Integer)
+
+
+class ProductPrice(Base):
+    __tablename__ = "product_prices"
+
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id", ondelete="CASCADE"), primary_key=True)
+    variant: Mapped[str] = mapped_column(Text, primary_key=True)
+    condition: Mapped[str] = mapped_column(String(8), primary_key=True)
+    observed_on: Mapped[str] = mapped_column(String(10), primary_key=True)
+    market: Mapped[int | None] = mapped_column(Integer)
+    low: Mapped[int | None] = mapped_column(Integer)
+    high: Mapped[int | None] = mapped_column(Integer)
+    listing_count: Mapped[int | None] = mapped_column(Integer)
+
+
+class ProductPriceCurrent(Base):
+    __tablename__ = "product_prices_current"
+
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id", ondelete="CASCADE"), primary_key=True)
+    variant: Mapped[str] = mapped_column(Text, primary_key=True)
+    condition: Mapped[str] = mapped_column(String(8), primary_key=True)
+    observed_on: Mapped[str] = mapped_column(String(10))
+    market: Mapped[int | None] = mapped_column(Integer)
+    low: Mapped[int | None] = mapped_column(Integer)
+    high: Mapped[int | None] = mapped_column(Integer)
+    listing_count: Mapped[int | None] = mapped_column(Integer)
+
+
+class PriceFile(Base):
+    """Each daily feed file loaded, by digest: the same file again is skipped, a changed one reloaded."""
+
+    __tablename__ = "price_files"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    rows: Mapped[int] = mapped_column(Integer)
+    loaded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CardMover(Base):
+    """One computed window of a card's headline printing (see catalog_api/movers.py)."""
+
+    __tablename__ = "card_movers"
+
+    card_id: Mapped[str] = mapped_column(
+        IdString, ForeignKey("cards.id", ondelete="CASCADE"), primary_key=True
+    )
+    window: Mapped[str] = mapped_column(String(4), primary_key=True)
+    card_variant_id: Mapped[int] = mapped_column(Integer)
+    printing: Mapped[str] = mapped_column(Text)
+    start_cents: Mapped[int] = mapped_column(Integer)
+    end_cents: Mapped[int] = mapped_column(Integer)
+    change_cents: Mapped[int] = mapped_column(Integer)
+    change_bp: Mapped[int] = mapped_column(Integer)
+    start_as_of: Mapped[str] = mapped_column(String(10))
+    observed_on: Mapped[str] = mapped_column(String(10))
+
+    __table_args__ = (Index("ix_card_movers_rank", "window", "change_bp", "card_id"),)
+
+
+class PriceSnapshot(Base):
+    """A published daily price file (`card_prices` or `product_prices`), as announced by its event."""
+
+    __tablename__ = "price_snapshots"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    snapshot_date: Mapped[str] = mapped_column(String(10), primary_key=True)
+    file_name: Mapped[str] = mapped_column(Text)
+    rows: Mapped[int] = mapped_column(Integer)
+    subjects: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    bytes: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+# --- events -----------------------------------------------------------------------------------------
+# An outbox: events are rows written in the same transaction as the change that caused them, and each
+# active webhook endpoint gets a delivery row beside it. A crash can neither lose nor invent an event.
+
+
+class Event(Base):
+    __tablename__ = "events"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(40), unique=True)
+    name: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The delivery body exactly as sent (and signed): JSON text.
+    body: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+
+class WebhookEndpoint(Base):
+    __tablename__ = "webhook_endpoints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    url: Mapped[str] = mapped_column(Text)
+    secret: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+
+class Delivery(Base):
+    """One event owed to one endpoint: pending until a 2xx, retried with backoff until then."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    event_seq: Mapped[int] = mapped_column(ForeignKey("events.seq", ondelete="CASCADE"))
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("webhook_endpoints.id", ondelete="CASCADE"))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("event_seq", "endpoint_id", name="uq_deliveries_event_endpoint"),
+        Index("ix_deliveries_due", "delivered_at", "next_attempt_at"),
+    )

@@ -7,7 +7,23 @@ from typing import Any
 from catalog_api.images import image_urls
 
 
-def variant_record(row: Any) -> dict[str, Any]:
+def price_entry(row: Any) -> dict[str, Any]:
+    """One Price (a row of `card_prices_current` or `product_prices_current`); products add `variant`."""
+    entry = {
+        "condition": row.condition,
+        "currency": "USD",
+        "market": row.market,
+        "low": row.low,
+        "high": row.high,
+        "listing_count": row.listing_count,
+        "observed_on": row.observed_on,
+    }
+    if hasattr(row, "variant"):
+        entry["variant"] = row.variant
+    return entry
+
+
+def variant_record(row: Any, marketplace: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {
         "id": row.id,
         "type": row.type,
@@ -15,7 +31,7 @@ def variant_record(row: Any) -> dict[str, Any]:
         "size": row.size,
         "stamps": list(row.stamps or []),
         "foil": row.foil,
-        "marketplace": [],
+        "marketplace": marketplace or [],
     }
 
 
@@ -92,7 +108,7 @@ def series_record(row: Any, expansions: list[Any]) -> dict[str, Any]:
     }
 
 
-def product_record(row: Any) -> dict[str, Any]:
+def product_record(row: Any, marketplace: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
@@ -101,5 +117,5 @@ def product_record(row: Any) -> dict[str, Any]:
         "image": None if not row.image_url else {"low": row.image_url, "high": row.image_url},
         "marketplace_url": row.marketplace_url,
         "expansions": row.expansions,
-        "marketplace": [],
+        "marketplace": marketplace or [],
     }
