@@ -25,7 +25,7 @@ from catalog_api.errors import APIError, BadRequest, Internal, MethodNotAllowed,
 from catalog_api.gate import V1Gate
 from catalog_api.pagination import CursorCodec
 from catalog_api.ratelimit import make_rate_limiter
-from catalog_api.routes import bench, cards, health, images, reference, scan
+from catalog_api.routes import bench, cards, files, health, images, movers, reference, scan
 from catalog_api.settings import Settings, get_settings
 from catalog_api.snapshot import SnapshotHolder
 
@@ -67,7 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.context = AppContext(
         settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings)), cache=cache
     )
-    for router in (cards.router, reference.router, scan.router, health.router, images.router):
+    routers = (cards, reference, movers, scan, health, images, files)
+    for router in (module.router for module in routers):
         app.include_router(router)
     if settings.bench_routes:
         app.include_router(bench.router)

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -87,6 +88,32 @@ def catalog_demo_feed(out: Path) -> None:
 
 
 @main.group()
+def prices() -> None:
+    """The upstream marketplace price feed."""
+
+
+@prices.command("sync")
+@click.option(
+    "--from", "source", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def prices_sync(source: Path, quiet: bool) -> None:
+    """Load the daily change log files under DIR/marketplace (bulk, streaming, idempotent)."""
+    from catalog_api.db import make_engine
+    from catalog_api.prices import sync_prices
+
+    settings = get_settings()
+    engine = make_engine(settings)
+    started = time.perf_counter()
+    report = sync_prices(engine, source, settings, progress=not quiet)
+    engine.dispose()
+    seconds = time.perf_counter() - started
+    rows = report.card_rows + report.product_rows
+    summary = {**report.summary(), "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
+    click.echo(json.dumps(summary))
+
+
+@main.group()
 def index() -> None:
     """The scanner's FAISS index of catalog card faces."""
 
@@ -161,6 +188,130 @@ def keys_list() -> None:
     engine.dispose()
 
 
+@main.group()
+def webhooks() -> None:
+    """Webhook endpoints that receive the outbound events (signed, Standard Webhooks)."""
+
+
+@webhooks.command("add")
+@click.argument("url")
+def webhooks_add(url: str) -> None:
+    """Subscribe URL to every event from now on; the signing secret is the last line of output."""
+    from catalog_api.db import make_engine
+    from catalog_api.webhooks import URLRefused, add_endpoint
+
+    settings = get_settings()
+    engine = make_engine(settings)
+    try:
+        endpoint_id, secret = add_endpoint(engine, url, settings.webhooks_allow_private)
+    except URLRefused as exc:
+        raise click.ClickException(f"refused {url}: {exc}") from None
+    finally:
+        engine.dispose()
+    click.echo(f"added endpoint {endpoint_id} for {url}; its signing secret (verify `webhook-signature`):")
+    click.echo(secret)
+
+
+@webhooks.command("list")
+def webhooks_list() -> None:
+    """Every endpoint: id, url, status, created, events pending, events delivered."""
+    from catalog_api.db import make_engine
+    from catalog_api.webhooks import list_endpoints
+
+    engine = make_engine(get_settings())
+    for info in list_endpoints(engine):
+        click.echo(
+            f"{info.id}\t{info.url}\t{info.status}\t{info.created_at.isoformat()}\t"
+            f"pending={info.pending}\tdelivered={info.delivered}"
+        )
+    engine.dispose()
+
+
+@webhooks.command("remove")
+@click.argument("endpoint_id", type=int)
+def webhooks_remove(endpoint_id: int) -> None:
+    """Remove an endpoint and the deliveries it is still owed."""
+    from catalog_api.db import make_engine
+    from catalog_api.webhooks import remove_endpoint
+
+    engine = make_engine(get_settings())
+    removed = remove_endpoint(engine, endpoint_id)
+    engine.dispose()
+    if not removed:
+        raise click.ClickException(f"no endpoint {endpoint_id}")
+    click.echo(f"removed endpoint {endpoint_id}")
+
+
+@webhooks.command("enable")
+@click.argument("endpoint_id", type=int)
+def webhooks_enable(endpoint_id: int) -> None:
+    """Re-enable a disabled endpoint; it resumes from its oldest undelivered event."""
+    from catalog_api.db import make_engine
+    from catalog_api.webhooks import enable_endpoint
+
+    engine = make_engine(get_settings())
+    found = enable_endpoint(engine, endpoint_id)
+    engine.dispose()
+    if not found:
+        raise click.ClickException(f"no endpoint {endpoint_id}")
+    click.echo(f"enabled endpoint {endpoint_id}")
+
+
+@main.group()
+def events() -> None:
+    """The event outbox."""
+
+
+@events.command("deliver")
+@click.option("--once", is_flag=True, help="Deliver what is due now, then exit.")
+@click.option("--exit-with-parent", is_flag=True, hidden=True, help="Stop when the parent process ends.")
+def events_deliver(once: bool, exit_with_parent: bool) -> None:
+    """Send pending events to the webhook endpoints (the worker; `cardcat serve` runs one)."""
+    import logging
+    import os
+    import signal
+    import threading
+
+    from catalog_api.db import make_engine
+    from catalog_api.webhooks import Deliverer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = get_settings()
+    engine = make_engine(settings)
+    stop = threading.Event()
+    # SIGTERM/SIGINT finish the post in flight, then exit; an unfinished one would be sent again anyway.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    parent = os.getppid()
+    counts = Deliverer(engine, settings).run(
+        once=once, stop=stop, alive=lambda: not exit_with_parent or os.getppid() == parent
+    )
+    engine.dispose()
+    click.echo(json.dumps(counts))
+
+
+def _start_deliverer() -> Any:
+    """`cardcat events deliver` as a child of `serve` (one, whatever the number of uvicorn workers)."""
+    import subprocess
+
+    if not get_settings().deliver_events:
+        return None
+    command = [sys.executable, "-m", "catalog_api.cli", "events", "deliver", "--exit-with-parent"]
+    return subprocess.Popen(command)
+
+
+def _stop_deliverer(process: Any) -> None:
+    """SIGTERM lets it finish the post in flight (at most the webhook timeout); then it is killed."""
+    import subprocess
+
+    process.terminate()
+    try:
+        process.wait(timeout=get_settings().webhooks_timeout_s + 5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @main.command("serve")
 @click.option("--host", default="127.0.0.1")
 @click.option("--port", default=8000, type=int)
@@ -193,6 +344,7 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
             started_ray = True
         else:
             click.echo("scanner not started (no index yet: `cardcat index build`); serving the catalog only")
+    deliverer = _start_deliverer()
     try:
         uvicorn.run(
             "catalog_api.app:create_app",
@@ -204,6 +356,8 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
             access_log=False,
         )
     finally:
+        if deliverer is not None:
+            _stop_deliverer(deliverer)
         if started_ray:
             from serve_app.local import stop_scanner
 
@@ -219,7 +373,8 @@ DEMO_FACES = ("base1", "base4", "swsh10tg")  # reprints sharing artwork, and TG 
 @click.option("--scan/--no-scan", default=True, help="Render a few expansions' faces and index them.")
 @click.pass_context
 def demo(ctx: click.Context, host: str, port: int, scan: bool) -> None:
-    """Migrate, load the catalog (../shared/catalog, else the bundled sample), print a key, serve.
+    """Migrate, load the catalog (../shared/catalog, else the bundled sample) and a demo price feed,
+    print a key, serve.
 
     With ../shared beside the checkout it also renders the faces of a few expansions, indexes them and
     starts the scanner, so `POST /v1/scan` works on photos of those cards."""
@@ -241,6 +396,10 @@ def demo(ctx: click.Context, host: str, port: int, scan: bool) -> None:
     ctx.invoke(catalog_sync, source=source, images=faces, quiet=False)
     if faces is not None:
         ctx.invoke(index_build, weights=None, quiet=False)
+    from catalog_api.demo_prices import write_demo_prices
+
+    click.echo("writing a 31-day demo price feed ending today")
+    ctx.invoke(prices_sync, source=write_demo_prices(source, settings.data_dir / "demo-prices"), quiet=False)
     ctx.invoke(keys_create, name="demo", expires_in=None)
     click.echo(f"serving on http://{host}:{port} (docs at /docs)")
     ctx.invoke(serve, host=host, port=port, workers=1, scan=None)

@@ -35,6 +35,21 @@ def variant_record(row: Any, marketplace: list[dict[str, Any]] | None = None) ->
     }
 
 
+def change_entry(row: Any) -> dict[str, Any]:
+    """A Change entry (a row of `card_movers`)."""
+    return {
+        "window": row.window,
+        "card_variant_id": row.card_variant_id,
+        "printing": row.printing,
+        "start_cents": row.start_cents,
+        "end_cents": row.end_cents,
+        "change_cents": row.change_cents,
+        "change_bp": row.change_bp,
+        "start_as_of": row.start_as_of,
+        "observed_on": row.observed_on,
+    }
+
+
 def card_summary(row: Any, public_url: str) -> dict[str, Any]:
     return {
         "id": row.id,
@@ -86,7 +101,12 @@ def expansion_record(row: Any) -> dict[str, Any]:
 
 def series_record(row: Any, expansions: list[Any]) -> dict[str, Any]:
     """`expansions` in release order. The feed has no series logos: a series shows the logo of its first
-    expansion that has one (as the printed series branding does). Palettes are not computed yet: []."""
+    expansion that has one (as the printed series branding does).
+
+    Palettes: the service holds no logo images (the feed gives only upstream logo URLs), so an expansion's
+    `palette` is null ("null when no image is available") and a series' is [] (the contract makes it an
+    array; empty is "never padded"). Card palettes are not pooled into them: a set's cards are not its
+    logo, and a mix of hundreds of arts has no dominant colour worth the name."""
     logo_url = row.logo_url or next((e.logo_url for e in expansions if e.logo_url), None)
     return {
         "id": row.id,

@@ -10,7 +10,9 @@ from sqlalchemy import Row, Text, cast, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog_api import records
-from catalog_api.models import Card, CardVariant
+from catalog_api.models import Card, CardMover, CardPriceCurrent, CardVariant
+from catalog_api.movers import WINDOWS
+from catalog_api.prices import CONDITION_ORDER
 
 SUMMARY_COLUMNS = (
     Card.id,
@@ -88,6 +90,66 @@ async def variants_for(conn: AsyncConnection, card_ids: Sequence[str]) -> dict[s
         .where(CardVariant.card_id.in_(card_ids))
         .order_by(CardVariant.card_id, CardVariant.position)
     )
-    for row in (await conn.execute(stmt)).all():
-        found[row.card_id].append(records.variant_record(row))
+    variant_rows = (await conn.execute(stmt)).all()
+    prices = await current_prices(conn, [row.id for row in variant_rows])
+    for row in variant_rows:
+        found[row.card_id].append(records.variant_record(row, prices.get(row.id)))
     return found
+
+
+async def current_prices(
+    conn: AsyncConnection, variant_ids: Sequence[int]
+) -> dict[int, list[dict[str, Any]]]:
+    """Each printing's current Price entries, NM first (the conditions' usual order)."""
+    found: dict[int, list[Any]] = {}
+    if not variant_ids:
+        return {}
+    stmt = select(*CardPriceCurrent.__table__.c).where(CardPriceCurrent.variant_id.in_(variant_ids))
+    for row in (await conn.execute(stmt)).all():
+        found.setdefault(row.variant_id, []).append(row)
+    return {
+        vid: [records.price_entry(row) for row in sorted(rows, key=_condition_rank)]
+        for vid, rows in found.items()
+    }
+
+
+def _condition_rank(row: Any) -> tuple[int, str]:
+    return CONDITION_ORDER.get(row.condition, len(CONDITION_ORDER)), row.condition
+
+
+async def changes_for(conn: AsyncConnection, card_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each card's computed windows (1d, 7d, 30d order); cards without a mover row are absent."""
+    if not card_ids:
+        return {}
+    stmt = select(*CardMover.__table__.c).where(CardMover.card_id.in_(card_ids))
+    found: dict[str, list[Any]] = {}
+    for row in (await conn.execute(stmt)).all():
+        found.setdefault(row.card_id, []).append(row)
+    order = list(WINDOWS)
+    return {
+        card_id: [records.change_entry(row) for row in sorted(rows, key=lambda r: order.index(r.window))]
+        for card_id, rows in found.items()
+    }
+
+
+async def movers_page(
+    conn: AsyncConnection,
+    *,
+    window: str,
+    direction: str,
+    expansion_id: str | None,
+    after: list[Any] | None,
+    limit: int,
+) -> tuple[list[str], list[Any] | None]:
+    """Card ids of one leaderboard page (by the precomputed rank), and the last rank if more remain."""
+    rank = CardMover.gain_rank if direction == "gainers" else CardMover.loss_rank
+    stmt = select(CardMover.card_id, rank).where(CardMover.window == window, rank.is_not(None))
+    if expansion_id is not None:
+        stmt = stmt.where(CardMover.expansion_id == expansion_id)
+    if after is not None and len(after) == 1 and isinstance(after[0], int):
+        stmt = stmt.where(rank > after[0])
+    rows = (await conn.execute(stmt.order_by(rank).limit(limit + 1))).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    position = [rows[-1][1]] if more and rows else None
+    return [row[0] for row in rows], position

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -30,13 +31,38 @@ class Settings(BaseSettings):
     rate_window_s: int = 60
     # A catalog older than this makes /health say `stale` (and the service `degraded`).
     catalog_max_age_s: int = 8 * 24 * 3600
+    # The marketplace publishes daily: a price sync older than this makes it `stale`.
+    marketplace_max_age_s: int = 36 * 3600
+    # Newest price older than this many days (while the sync itself is recent) means upstream published
+    # nothing new: the feed still reads `ok`, but the service is `degraded` (its prices are old).
+    marketplace_max_lag_days: int = 3
     # The scanner's Ray Serve endpoint (`cardcat serve` sets it when it starts the scanner itself).
     # Empty: catalog-only, and `POST /v1/scan` answers 503 scan_unavailable.
     scan_url: str = ""
     # Port of Ray Serve's HTTP proxy when `cardcat serve` starts the scanner (internal traffic only).
     scan_port: int = 8001
+    # Key that signs the price snapshot download URLs carried by events; empty derives one from the
+    # database URL (set it in production, on every replica and on the host that runs `prices sync`).
+    file_secret: str = ""
+    # How long a snapshot URL in an event stays valid (events may be retried for a day or more).
+    snapshot_url_ttl_s: int = 30 * 24 * 3600
     # Serve the benchmark's static ceiling route (`/v1/_bench/static`); off in production.
     bench_routes: bool = False
+    # Outbound events (catalog_api.webhooks). `cardcat serve` runs the deliverer beside the API unless off.
+    deliver_events: bool = True
+    # Webhook URLs must resolve to public addresses unless this allows private ones (internal receivers,
+    # tests on loopback). Checked when an endpoint is added and again before every delivery.
+    webhooks_allow_private: bool = False
+    webhooks_timeout_s: float = 10.0
+    # Retry schedule of a failed delivery: min(cap, base * 2**(attempts-1)) seconds, jittered ±20%;
+    # the endpoint is disabled after max_attempts failures of one event (about 24 h with the defaults).
+    webhooks_backoff_base_s: float = 5.0
+    webhooks_backoff_cap_s: float = 3600.0
+    webhooks_max_attempts: int = 33
+    # How often an idle deliverer looks for new events, and how many endpoints it serves at once
+    # (PostgreSQL only; on SQLite the deliverer is a single worker).
+    webhooks_poll_s: float = 1.0
+    webhooks_concurrency: int = 4
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -47,6 +73,16 @@ class Settings(BaseSettings):
     @property
     def images_dir(self) -> Path:
         return self.data_dir / "images"
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """Published daily price snapshot files (served, signed, under /files/snapshots/)."""
+        return self.data_dir / "snapshots"
+
+    @property
+    def file_signing_key(self) -> bytes:
+        secret = self.file_secret or "cardcat-files:" + self.sqlalchemy_url
+        return hashlib.sha256(secret.encode()).digest()
 
     @property
     def index_dir(self) -> Path:

@@ -1,5 +1,6 @@
 """Per-worker, in-memory view of what changes only when the catalog syncs: the search indexes and the
-small reference tables (series, expansions, products). Rebuilt when `feed_state.version` moves; the
+small reference tables (series, expansions, products with their current prices). Rebuilt when the
+catalog's or the marketplace's `feed_state.version` moves; the
 version is re-read at most once a second, so a sync shows up on every worker within about a second."""
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from catalog_api import records
-from catalog_api.models import Card, Expansion, FeedState, Product, ProductExpansion, Series
+from catalog_api.models import (
+    Card,
+    Expansion,
+    FeedState,
+    Product,
+    ProductExpansion,
+    ProductPriceCurrent,
+    Series,
+)
+from catalog_api.prices import CONDITION_ORDER
 from catalog_api.search import SearchIndex
 
 RECHECK_S = 1.0
@@ -30,7 +40,7 @@ class Table:
 
 @dataclass
 class Snapshot:
-    version: int
+    version: tuple[int, int]  # (catalog, marketplace)
     card_search: SearchIndex
     card_expansion: dict[str, str]
     series: Table
@@ -46,7 +56,7 @@ async def feed_versions(engine: AsyncEngine) -> tuple[tuple[str, int], ...]:
     return tuple((feed, int(version or 0)) for feed, version in rows)
 
 
-async def load_snapshot(engine: AsyncEngine, version: int) -> Snapshot:
+async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapshot:
     async with engine.connect() as conn:
         cards = (await conn.execute(select(Card.id, Card.name, Card.number, Card.expansion_id))).all()
         expansion_rows = (
@@ -57,6 +67,12 @@ async def load_snapshot(engine: AsyncEngine, version: int) -> Snapshot:
         ).all()
         product_rows = (await conn.execute(select(*Product.__table__.c).order_by(Product.id))).all()
         links = (await conn.execute(select(ProductExpansion.product_id, ProductExpansion.expansion_id))).all()
+        price_rows = (await conn.execute(select(*ProductPriceCurrent.__table__.c))).all()
+    product_prices: dict[int, list[Any]] = {}
+    for price in sorted(
+        price_rows, key=lambda r: (r.variant, CONDITION_ORDER.get(r.condition, 9), r.condition)
+    ):
+        product_prices.setdefault(price.product_id, []).append(records.price_entry(price))
     by_series: dict[str, list[Any]] = {}
     for row in expansion_rows:
         by_series.setdefault(row.series_id, []).append(row)
@@ -78,7 +94,7 @@ async def load_snapshot(engine: AsyncEngine, version: int) -> Snapshot:
             SearchIndex((r.id, r.name, None) for r in expansion_rows),
         ),
         products=Table(
-            {str(r.id): records.product_record(r) for r in product_rows},
+            {str(r.id): records.product_record(r, product_prices.get(r.id)) for r in product_rows},
             [[r.id, str(r.id)] for r in product_rows],
             SearchIndex((str(r.id), r.name, r.number) for r in product_rows),
         ),
@@ -111,8 +127,9 @@ class SnapshotHolder:
             if self._snapshot is not None and time.monotonic() - self._checked < RECHECK_S:
                 return
             versions = await feed_versions(self._engine)
-            catalog = dict(versions).get("catalog", 0)
-            if self._snapshot is None or self._snapshot.version != catalog:
-                self._snapshot = await load_snapshot(self._engine, catalog)
+            held = dict(versions)
+            wanted = (held.get("catalog", 0), held.get("marketplace", 0))
+            if self._snapshot is None or self._snapshot.version != wanted:
+                self._snapshot = await load_snapshot(self._engine, wanted)
             self._versions = versions
             self._checked = time.monotonic()

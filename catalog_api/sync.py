@@ -18,9 +18,11 @@ from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
-from catalog_api import feed
+from catalog_api import events, feed
 from catalog_api.images import ImageStore, source_faces
 from catalog_api.models import Card, CardVariant, Expansion, FeedState, Product, ProductExpansion, Series
+from catalog_api.palette import palette_of
+from catalog_api.settings import get_settings
 
 T = TypeVar("T")
 CHUNK = 500
@@ -40,6 +42,9 @@ class SyncReport:
     cards_seen: int = 0
     duplicate_printings: int = 0
     images_ingested: int = 0
+    # Cards whose stored palette was set or changed. Not a catalog change (no event carries `palette`),
+    # but it still moves the feed version so that cached reads pick the palettes up.
+    palettes_written: int = 0
 
     @property
     def changed(self) -> bool:
@@ -71,6 +76,7 @@ class SyncReport:
             "products_removed": len(self.products_removed),
             "duplicate_printings_dropped": self.duplicate_printings,
             "images_ingested": self.images_ingested,
+            "palettes_written": self.palettes_written,
         }
 
 
@@ -107,7 +113,10 @@ def sync_catalog(
     image_store: ImageStore,
     images_dir: Path | None = None,
     progress: bool = True,
+    public_url: str | None = None,
 ) -> SyncReport:
+    """Load the feed in one transaction, with the events it causes (the outbox: both or neither).
+    `public_url` is the base of image URLs in event records (default: the settings')."""
     report = SyncReport()
     with Session(engine) as session, session.begin():
         _upsert_simple(
@@ -126,6 +135,7 @@ def sync_catalog(
         )
         _sync_cards(session, source, image_store, images_dir, report, progress)
         _sync_products(session, source, report)
+        events.emit_catalog_changes(session, report, public_url or get_settings().public_url)
         _mark_synced(session, report)
     return report
 
@@ -140,11 +150,14 @@ def _sync_cards(
 ) -> None:
     release = dict(session.execute(select(Expansion.id, Expansion.release_date)).tuples().all())
     existing = {
-        card_id: (digest, image_key, sort_release)
-        for card_id, digest, image_key, sort_release in session.execute(
-            select(Card.id, Card.content_hash, Card.image_key, Card.sort_release)
+        card_id: (digest, image_key, sort_release, palette)
+        for card_id, digest, image_key, sort_release, palette in session.execute(
+            select(Card.id, Card.content_hash, Card.image_key, Card.sort_release, Card.palette)
         )
     }
+    # Palettes live beside the content hash, not in it (the cards.updated record carries none): a new or
+    # changed face gets one, and so does a face whose palette is still null (a database from before them).
+    palettes: list[dict[str, Any]] = []
     new_cards: list[dict[str, Any]] = []
     new_variants: list[dict[str, Any]] = []
     changed: dict[str, list[dict[str, Any]]] = {}
@@ -161,13 +174,20 @@ def _sync_cards(
         if faces:
             image_key = image_store.ingest(*faces)
             report.images_ingested += 1
+        stored = palette = old[3] if old else None
+        if faces and (old is None or old[1] != image_key or stored is None):
+            palette = palette_of(faces[1])
+        if palette != stored:
+            report.palettes_written += 1
+            if old:
+                palettes.append({"id": card_id, "palette": palette})
         row = feed.card_row(record, release.get(str(record["expansion_id"]), "9999-12-31"), image_key)
         variants, dropped = feed.card_variants(record)
         report.duplicate_printings += dropped
         card_fields = {k: v for k, v in row.items() if k != "sort_release"}
         row["content_hash"] = feed.content_hash({"row": card_fields, "variants": variants})
         if old is None:
-            new_cards.append(row)
+            new_cards.append({**row, "palette": palette})
             new_variants.extend({**v, "card_id": card_id, "position": i} for i, v in enumerate(variants))
             report.cards_created.append(card_id)
         elif old[0] != row["content_hash"]:
@@ -185,6 +205,8 @@ def _sync_cards(
         _sync_changed_variants(session, changed, report)
     if resorted:
         session.execute(update(Card), resorted)
+    if palettes:
+        session.execute(update(Card), palettes)
 
 
 def _sync_changed_variants(
@@ -269,6 +291,6 @@ def _mark_synced(session: Session, report: SyncReport) -> None:
         state = FeedState(feed="catalog", version=0)
         session.add(state)
     state.synced_at = datetime.now(UTC)
-    if report.changed or state.version == 0:
+    if report.changed or report.palettes_written or state.version == 0:
         state.version = (state.version or 0) + 1
     state.details = report.summary()

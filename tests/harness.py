@@ -124,9 +124,11 @@ class Service:
             CARDCAT_DATABASE_URL=self.db.url,
             CARDCAT_DATA_DIR=str(self.data_dir),
             CARDCAT_CURSOR_SECRET="test-secret",
+            # `serve` runs no event deliverer unless a test asks for one (a process less per server).
+            CARDCAT_DELIVER_EVENTS="false",
             PYTHONPATH=str(REPO),
-            **self.extra_env,
         )
+        env.update(self.extra_env)
         return env
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -75,9 +75,9 @@ async def _card_page(
             rows = await repository.cards_by_ids(conn, [hit.id for hit in chosen], "metadata" in extras)
             scores = [hit.score for hit in chosen]
             position = list(chosen[-1].sort_key) if more and chosen else None
-        variants = (
-            await repository.variants_for(conn, [row.id for row in rows]) if "variants" in extras else {}
-        )
+        ids = [row.id for row in rows]
+        variants = await repository.variants_for(conn, ids) if "variants" in extras else {}
+        changes = await repository.changes_for(conn, ids) if "change" in extras else {}
     public_url = context.settings.public_url
     items: list[dict[str, Any]] = []
     for index, row in enumerate(rows):
@@ -86,6 +86,8 @@ async def _card_page(
             item["variants"] = variants[row.id]
         if "metadata" in extras:
             item["metadata"] = repository.metadata_json(row.card_metadata)
+        if row.id in changes:
+            item["change"] = changes[row.id]
         if scores is not None:
             item["score"] = scores[index]
         items.append(item)

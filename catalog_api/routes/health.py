@@ -1,12 +1,17 @@
 """`GET /health`: per-feed freshness from the sync state. No key needed; always 200 while answering.
 
-Feed status: `never_synced` (no successful sync yet), `stale` (the last successful sync is older than
-the feed's allowance), else `ok`. The service is `degraded` when any feed is not `ok`.
+Feed status says whether *we* are syncing: `never_synced` (no successful sync yet), `stale` (the last
+successful sync is older than the feed's allowance: catalog `CARDCAT_CATALOG_MAX_AGE_S`, 8 days;
+marketplace `CARDCAT_MARKETPLACE_MAX_AGE_S`, 36 hours), else `ok`.
+
+The service is `degraded` when any feed is not `ok`, and also when the marketplace syncs fine but its
+newest price (`observed_on`) is more than `CARDCAT_MARKETPLACE_MAX_LAG_DAYS` (3) days old: upstream has
+published nothing new, so every feed reads `ok` while the prices we serve are old.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -41,7 +46,8 @@ async def health(request: Request, context: Context) -> Response:
     async with context.engine.connect() as conn:
         states = {row.feed: row for row in (await conn.execute(select(*FeedState.__table__.c))).all()}
     now = datetime.now(UTC)
-    max_age = {"catalog": context.settings.catalog_max_age_s, "marketplace": 2 * 24 * 3600}
+    settings = context.settings
+    max_age = {"catalog": settings.catalog_max_age_s, "marketplace": settings.marketplace_max_age_s}
     feeds: dict[str, Any] = {}
     for name in FEEDS:
         state = states.get(name)
@@ -51,8 +57,13 @@ async def health(request: Request, context: Context) -> Response:
             "observed_on": state.observed_on if state and name != "catalog" else None,
         }
     synced = [state.synced_at for state in states.values() if state.synced_at is not None]
+    healthy = all(feed["status"] == "ok" for feed in feeds.values())
+    newest_price = feeds["marketplace"]["observed_on"]
+    oldest_fine = (now.date() - timedelta(days=settings.marketplace_max_lag_days)).isoformat()
+    if newest_price is None or newest_price < oldest_fine:  # ISO dates compare as strings
+        healthy = False
     body = {
-        "status": "ok" if all(feed["status"] == "ok" for feed in feeds.values()) else "degraded",
+        "status": "ok" if healthy else "degraded",
         "feeds": feeds,
         "last_updated": _iso(max(synced, key=lambda m: m if m.tzinfo else m.replace(tzinfo=UTC)))
         if synced

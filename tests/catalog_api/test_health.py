@@ -1,18 +1,19 @@
-"""`GET /health`: no key, the spec's Health report, and the feed states documented in `routes/health.py`
-(`never_synced`, `stale`, `ok`; the service is `degraded` while any feed is not `ok`). This build has no
-marketplace sync yet, so the marketplace feed reads `never_synced` and the service `degraded` throughout.
+"""`GET /health`: no key, the spec's Health report, and the rules documented in `routes/health.py`:
+feed status `never_synced`, `stale` or `ok`; the service is `degraded` while any feed is not `ok`, and
+also while every feed is `ok` but the newest price is days old (synced, but nothing new published).
 """
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from catalog_api.demo_prices import write_demo_prices
 from catalog_api.schemas import Envelope, Health
 from tests.harness import Service
 
@@ -88,4 +89,45 @@ def test_catalog_older_than_its_allowance_is_stale(fresh: Any, feed_dir: Path) -
     catalog = report["feeds"]["catalog"]
     assert catalog["status"] == "stale"
     assert catalog["synced_at"] is not None and utc(report["last_updated"]) == utc(catalog["synced_at"])
+    assert report["status"] == "degraded"
+
+
+def sync_prices(service: Service, catalog: Path, out: Path, end: date) -> None:
+    service.cli("prices", "sync", "--from", str(write_demo_prices(catalog, out, days=3, end=end)), "--quiet")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_current_prices_make_the_service_ok(backend: str, fresh: Any, feed_dir: Path, tmp_path: Path) -> None:
+    service = fresh(backend, feed_dir)
+    today = datetime.now(UTC).date()
+    sync_prices(service, feed_dir, tmp_path / "prices", today)
+    report = health(service)
+    marketplace = report["feeds"]["marketplace"]
+    assert marketplace["status"] == "ok" and marketplace["observed_on"] == today.isoformat()
+    assert utc(report["last_updated"]) == utc(marketplace["synced_at"])
+    assert report["status"] == "ok"
+
+
+def test_synced_but_old_prices_degrade_while_every_feed_reads_ok(
+    fresh: Any, feed_dir: Path, tmp_path: Path
+) -> None:
+    service = fresh("sqlite", feed_dir)
+    old = datetime.now(UTC).date() - timedelta(days=10)
+    sync_prices(service, feed_dir, tmp_path / "prices", old)
+    report = health(service)
+    assert {feed["status"] for feed in report["feeds"].values()} == {"ok"}
+    # A recent synced_at beside an old observed_on: nothing newer was published upstream.
+    marketplace = report["feeds"]["marketplace"]
+    assert marketplace["observed_on"] == old.isoformat()
+    assert utc(marketplace["synced_at"]) > datetime.now(UTC) - timedelta(minutes=5)
+    assert report["status"] == "degraded"
+
+
+def test_marketplace_older_than_its_allowance_is_stale(fresh: Any, feed_dir: Path, tmp_path: Path) -> None:
+    service = fresh("sqlite", feed_dir, CARDCAT_MARKETPLACE_MAX_AGE_S="1")
+    sync_prices(service, feed_dir, tmp_path / "prices", datetime.now(UTC).date())
+    time.sleep(1.5)
+    report = health(service)
+    assert report["feeds"]["marketplace"]["status"] == "stale"
+    assert report["feeds"]["catalog"]["status"] == "ok"
     assert report["status"] == "degraded"

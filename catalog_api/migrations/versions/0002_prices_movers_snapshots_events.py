@@ -74,11 +74,23 @@ def upgrade() -> None:
         sa.Column("change_bp", sa.Integer(), nullable=False),
         sa.Column("start_as_of", sa.String(length=10), nullable=False),
         sa.Column("observed_on", sa.String(length=10), nullable=False),
+        sa.Column(
+            "expansion_id", sa.String().with_variant(sa.String(collation="C"), "postgresql"), nullable=False
+        ),
+        sa.Column("gain_rank", sa.Integer(), nullable=True),
+        sa.Column("loss_rank", sa.Integer(), nullable=True),
         sa.ForeignKeyConstraint(["card_id"], ["cards.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("card_id", "window"),
     )
     with op.batch_alter_table("card_movers", schema=None) as batch_op:
-        batch_op.create_index("ix_card_movers_rank", ["window", "change_bp", "card_id"], unique=False)
+        batch_op.create_index("ix_card_movers_gainers", ["window", "gain_rank"], unique=False)
+        batch_op.create_index("ix_card_movers_losers", ["window", "loss_rank"], unique=False)
+        batch_op.create_index(
+            "ix_card_movers_expansion_gainers", ["window", "expansion_id", "gain_rank"], unique=False
+        )
+        batch_op.create_index(
+            "ix_card_movers_expansion_losers", ["window", "expansion_id", "loss_rank"], unique=False
+        )
 
     op.create_table(
         "deliveries",
@@ -133,8 +145,7 @@ def upgrade() -> None:
         sa.Column("low", sa.Integer(), nullable=True),
         sa.Column("high", sa.Integer(), nullable=True),
         sa.Column("listing_count", sa.Integer(), nullable=True),
-        sa.ForeignKeyConstraint(["variant_id"], ["card_variants.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("variant_id", "condition", "observed_on"),
+        sa.PrimaryKeyConstraint("observed_on", "variant_id", "condition"),
     )
     op.create_table(
         "card_prices_current",
@@ -145,7 +156,6 @@ def upgrade() -> None:
         sa.Column("low", sa.Integer(), nullable=True),
         sa.Column("high", sa.Integer(), nullable=True),
         sa.Column("listing_count", sa.Integer(), nullable=True),
-        sa.ForeignKeyConstraint(["variant_id"], ["card_variants.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("variant_id", "condition"),
     )
     # ### end Alembic commands ###
@@ -162,7 +172,10 @@ def downgrade() -> None:
 
     op.drop_table("deliveries")
     with op.batch_alter_table("card_movers", schema=None) as batch_op:
-        batch_op.drop_index("ix_card_movers_rank")
+        batch_op.drop_index("ix_card_movers_expansion_losers")
+        batch_op.drop_index("ix_card_movers_expansion_gainers")
+        batch_op.drop_index("ix_card_movers_losers")
+        batch_op.drop_index("ix_card_movers_gainers")
 
     op.drop_table("card_movers")
     op.drop_table("webhook_endpoints")
