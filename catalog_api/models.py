@@ -314,4 +314,6 @@ class Delivery(Base):
     __table_args__ = (
         UniqueConstraint("event_seq", "endpoint_id", name="uq_deliveries_event_endpoint"),
         Index("ix_deliveries_due", "delivered_at", "next_attempt_at"),
+        # Each endpoint's oldest undelivered event: a range of the pending rows, never the delivered history.
+        Index("ix_deliveries_pending", "delivered_at", "endpoint_id", "event_seq"),
     )

@@ -45,6 +45,8 @@ class SyncReport:
     # Cards whose stored palette was set or changed. Not a catalog change (no event carries `palette`),
     # but it still moves the feed version so that cached reads pick the palettes up.
     palettes_written: int = 0
+    # Rows rewritten for fields no record carries (e.g. a product's MSRP): no event, but a new version.
+    quiet_updates: int = 0
 
     @property
     def changed(self) -> bool:
@@ -85,11 +87,28 @@ def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
+# Row fields that a served record (and so an event) does not carry: a change to only these is written
+# quietly, without `*.updated` (an event whose record is unchanged would be noise to a mirror).
+UNSERVED = {
+    "series": {"names", "first_release_date"},
+    "expansions": {"code", "ptcgo_code", "abbreviations"},
+    "products": {"msrp_cents"},
+}
+
+
+def _visible(row: Any, table: str) -> dict[str, Any]:
+    fields = row if isinstance(row, dict) else row._asdict()
+    return {k: v for k, v in fields.items() if k not in UNSERVED[table] and k != "content_hash"}
+
+
 def _upsert_simple(
     session: Session, model: Any, rows: Iterable[dict[str, Any]], created: list[Any], updated: list[Any]
-) -> None:
-    """Insert new and update changed rows of a table whose rows stand alone (series, expansions)."""
-    existing: dict[Any, str] = dict(session.execute(select(model.id, model.content_hash)).tuples().all())
+) -> int:
+    """Insert new and update changed rows of a table whose rows stand alone (series, expansions);
+    returns how many rows were rewritten quietly (changed only in fields no record carries)."""
+    table = model.__tablename__
+    existing = {row.id: row for row in session.execute(select(*model.__table__.c))}
+    quiet = 0
     inserts: list[dict[str, Any]] = []
     updates: list[dict[str, Any]] = []
     for row in rows:
@@ -98,13 +117,17 @@ def _upsert_simple(
         if old is None:
             inserts.append(row)
             created.append(row["id"])
-        elif old != row["content_hash"]:
+        elif old.content_hash != row["content_hash"]:
             updates.append(row)
-            updated.append(row["id"])
+            if _visible(old, table) != _visible(row, table):
+                updated.append(row["id"])
+            else:
+                quiet += 1
     if inserts:
         session.execute(insert(model), inserts)
     if updates:
         session.execute(update(model), updates)
+    return quiet
 
 
 def sync_catalog(
@@ -119,14 +142,14 @@ def sync_catalog(
     `public_url` is the base of image URLs in event records (default: the settings')."""
     report = SyncReport()
     with Session(engine) as session, session.begin():
-        _upsert_simple(
+        report.quiet_updates = _upsert_simple(
             session,
             Series,
             (feed.series_row(r) for r in feed.read_jsonl(feed.feed_path(source, "series"))),
             report.series_created,
             report.series_updated,
         )
-        _upsert_simple(
+        report.quiet_updates += _upsert_simple(
             session,
             Expansion,
             (feed.expansion_row(r) for r in feed.read_jsonl(feed.feed_path(source, "expansions"))),
@@ -134,7 +157,7 @@ def sync_catalog(
             report.expansions_updated,
         )
         _sync_cards(session, source, image_store, images_dir, report, progress)
-        _sync_products(session, source, report)
+        report.quiet_updates += _sync_products(session, source, report)
         events.emit_catalog_changes(session, report, public_url or get_settings().public_url)
         _mark_synced(session, report)
     return report
@@ -245,8 +268,11 @@ def _sync_changed_variants(
         session.execute(update(CardVariant), moves)
 
 
-def _sync_products(session: Session, source: Path, report: SyncReport) -> None:
-    existing = dict(session.execute(select(Product.id, Product.content_hash)).tuples().all())
+def _sync_products(session: Session, source: Path, report: SyncReport) -> int:
+    """Returns how many products were rewritten quietly (only their MSRP changed)."""
+    rows = {row.id: row for row in session.execute(select(*Product.__table__.c))}
+    existing = {product_id: row.content_hash for product_id, row in rows.items()}
+    quiet = 0
     seen: set[int] = set()
     inserts: list[dict[str, Any]] = []
     updates: list[dict[str, Any]] = []
@@ -260,7 +286,10 @@ def _sync_products(session: Session, source: Path, report: SyncReport) -> None:
         if old == row["content_hash"]:
             continue
         (inserts if old is None else updates).append(row)
-        report.products_updated.append(row["id"])
+        if old is None or _visible(rows[row["id"]], "products") != _visible(row, "products"):
+            report.products_updated.append(row["id"])
+        else:
+            quiet += 1
     # A product that left the feed, or is listed under no expansion any more, is removed.
     removed = [pid for pid in existing if pid not in seen]
     removed += [row["id"] for row in inserts + updates if not row["expansions"]]
@@ -283,6 +312,7 @@ def _sync_products(session: Session, source: Path, report: SyncReport) -> None:
         session.execute(
             insert(ProductExpansion), [{"product_id": p, "expansion_id": e} for p, e in sorted(links)]
         )
+    return quiet
 
 
 def _mark_synced(session: Session, report: SyncReport) -> None:
@@ -291,6 +321,6 @@ def _mark_synced(session: Session, report: SyncReport) -> None:
         state = FeedState(feed="catalog", version=0)
         session.add(state)
     state.synced_at = datetime.now(UTC)
-    if report.changed or report.palettes_written or state.version == 0:
+    if report.changed or report.palettes_written or report.quiet_updates or state.version == 0:
         state.version = (state.version or 0) + 1
     state.details = report.summary()

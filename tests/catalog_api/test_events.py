@@ -480,6 +480,15 @@ def _catalog_changes(deployment: Deployment, hook: Receiver, feed: Path) -> None
     )
     assert_served(deployment, series, "/v1/series/tdw")
 
+    # Fields no served record carries (a product's MSRP, an expansion's printed set code) change quietly.
+    assert (
+        step(
+            ("products", where("id", 900001, msrp_cents=12345)),
+            ("expansions", where("id", "emb1", code="EMB", ptcgo_code="EMB")),
+        )
+        == []
+    )
+
     # And the same feed once more: nothing.
     assert step() == []
 

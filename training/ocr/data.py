@@ -398,6 +398,7 @@ class LineSampler:
 
     def __init__(self, faces: Path, texts: dict[str, CardText], ids: list[str], cfg: dict[str, Any]) -> None:
         self.faces, self.texts, self.ids, self.cfg = faces, texts, ids, cfg
+        self.coded = [i for i in ids if texts[i].set_code]  # for `p_coded`: faces whose footer has a code box
         renderer = load_renderer()
         codes = sorted({t.set_code for t in texts.values() if t.set_code})
         names = sorted({t.name for t in texts.values()})
@@ -406,7 +407,11 @@ class LineSampler:
     def __call__(self, seed: int, level: float = 1.0) -> dict[str, Line]:
         rng = np.random.default_rng(seed)
         p_neg, p_bg, p_syn = self.cfg["p_negative"], self.cfg["p_background"], self.cfg["p_synthetic"]
-        card = self.texts[self.ids[int(rng.integers(len(self.ids)))]]
+        # `p_coded` (0 by default, which keeps every seed's sample as it was) draws that share of the faces
+        # from the cards that print a set code: more code-box crops for the reader's weakest field
+        p_coded = float(self.cfg.get("p_coded", 0.0))
+        pool = self.coded if p_coded and self.coded and rng.random() < p_coded else self.ids
+        card = self.texts[pool[int(rng.integers(len(pool)))]]
         face = read_face(self.faces / card.card_id / "high.jpg")
         out: dict[str, Line] = {}
         for region in (NAME, FOOTER):
@@ -446,19 +451,27 @@ def collate(rows: list[dict[str, Line]], norm: tuple[Any, Any]) -> dict[str, Any
 
 
 class LineBatches(torch.utils.data.IterableDataset):
-    """Batches for `steps` (seed = step * batch + i), so a resumed run sees new samples."""
+    """Batches for `steps` (seed = (step + seed_offset) * batch + i), so a resumed run sees new samples."""
 
     def __init__(
-        self, sampler: LineSampler, batch: int, steps: range, ramp: int, norm: tuple[Any, Any]
+        self,
+        sampler: LineSampler,
+        batch: int,
+        steps: range,
+        ramp: int,
+        norm: tuple[Any, Any],
+        seed_offset: int = 0,
     ) -> None:
         super().__init__()
-        if steps.stop * batch > TRAIN_SEED_LIMIT:
+        if (steps.stop + seed_offset) * batch > TRAIN_SEED_LIMIT:
             raise ValueError("training seeds must stay below 1,000,000")
         self.sampler, self.batch, self.steps, self.ramp, self.norm = sampler, batch, steps, ramp, norm
+        self.seed_offset = seed_offset  # in steps: a run from trained weights sees samples they did not
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         cv2.setNumThreads(1)
         torch.set_num_threads(1)
         for step in self.steps:
             level = min(1.0, step / max(1, self.ramp))
-            yield collate([self.sampler(step * self.batch + i, level) for i in range(self.batch)], self.norm)
+            first = (step + self.seed_offset) * self.batch
+            yield collate([self.sampler(first + i, level) for i in range(self.batch)], self.norm)

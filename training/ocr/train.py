@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "faces": str(DEFAULT_CACHE / "catalog"),
     "runs": "runs/ocr",
     "export": str(WEIGHTS),
+    "init": None,  # weights to start from (an exported ocr.pt or a run's last.pt) when not resuming
+    "seed_offset": 0,  # in steps: set past the init weights' samples so a longer run sees new ones
 }
 
 
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     eval_ids = sorted(i for i in rendered if i in texts and is_eval_card(i))
     sampler = LineSampler(faces, texts, train_ids, cfg["data"])
     val_sampler = LineSampler(
-        faces, texts, eval_ids, {**cfg["data"], "p_background": 0.0, "p_synthetic": 0.0}
+        faces, texts, eval_ids, {**cfg["data"], "p_background": 0.0, "p_synthetic": 0.0, "p_coded": 0.0}
     )
     val_rows = [val_sampler(VAL_SEED_BASE + i) for i in range(cfg["val_size"])]
 
@@ -226,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         sched.load_state_dict(state["sched"])
         start, trained_s = state["step"], state["trained_s"]
         print(f"resuming {run} at step {start}")
+    elif cfg["init"]:
+        blob = torch.load(Path(cfg["init"]), map_location="cpu", weights_only=True)
+        state = blob.get("model", blob.get("state_dict", blob)) if isinstance(blob, dict) else blob
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+        print(f"initialised from {cfg['init']}")
 
     def save(step: int) -> None:
         blob = {"model": model.state_dict(), "aux": aux.state_dict(), "opt": opt.state_dict()}
@@ -233,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.save({**blob, "step": step, "trained_s": trained_s}, run / "last.tmp")
         (run / "last.tmp").replace(ckpt)
 
-    batches = LineBatches(sampler, cfg["batch"], range(start, cfg["steps"]), cfg["ramp_steps"], (mean, std))
+    batches = LineBatches(
+        sampler, cfg["batch"], range(start, cfg["steps"]), cfg["ramp_steps"], (mean, std), cfg["seed_offset"]
+    )
     loader = torch.utils.data.DataLoader(batches, batch_size=None, num_workers=cfg["workers"])
     model.train()
     session_start, last = time.time(), time.time()
@@ -272,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     save(step)
     plot(run)
     final = validate(model, val, cfg["vocab"])
+    first_seed = cfg["seed_offset"] * cfg["batch"]
     summary = {
         "steps": step,
         "trained_s": round(trained_s, 1),
@@ -282,8 +292,10 @@ def main(argv: list[str] | None = None) -> int:
             "held_out_cards": len(eval_ids),
             "held_out_rule": "sha1(card id) % 10 == 0",
             "samples_seen": step * cfg["batch"],
-            "train_seeds": f"[0, {step * cfg['batch']})",
+            "train_seeds": f"[{first_seed}, {(step + cfg['seed_offset']) * cfg['batch']})",
             "synthetic_fraction": cfg["data"]["p_synthetic"],
+            "coded_fraction_boost": cfg["data"].get("p_coded", 0.0),
+            "init": cfg["init"],
         },
     }
     (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

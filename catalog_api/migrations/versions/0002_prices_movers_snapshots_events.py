@@ -109,6 +109,9 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("deliveries", schema=None) as batch_op:
         batch_op.create_index("ix_deliveries_due", ["delivered_at", "next_attempt_at"], unique=False)
+        batch_op.create_index(
+            "ix_deliveries_pending", ["delivered_at", "endpoint_id", "event_seq"], unique=False
+        )
 
     op.create_table(
         "product_prices",
@@ -168,6 +171,7 @@ def downgrade() -> None:
     op.drop_table("product_prices_current")
     op.drop_table("product_prices")
     with op.batch_alter_table("deliveries", schema=None) as batch_op:
+        batch_op.drop_index("ix_deliveries_pending")
         batch_op.drop_index("ix_deliveries_due")
 
     op.drop_table("deliveries")
