@@ -11,6 +11,7 @@ Training lives in `training/detector/`; the shipped weights are `models/weights/
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +23,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.sessions import Backend, Session, TorchSession, check_version, open_session
+
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
 FACE_SIZE = (600, 838)  # (width, height) of the canonical face, as ../shared/tools/cardrender.py draws it
 CARD_ASPECT = FACE_SIZE[1] / FACE_SIZE[0]
 PAD_VALUE = 114
 BAND_DEPTH = 0.1  # top/bottom bands: this fraction of the card height
+# Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
+INPUT, OUTPUT = "views__0", "probs__0"
 
 
 @dataclass
@@ -100,8 +105,24 @@ def build_net(cfg: DetectorConfig) -> DetectorNet:
 
 def to_tensor(views: list[np.ndarray], device: str | torch.device = "cpu") -> torch.Tensor:
     """uint8 HxWx3 RGB views -> normalised NCHW float (channels_last: faster convolutions on CPU)."""
-    x = torch.from_numpy(np.stack(views)).to(device).permute(0, 3, 1, 2).float()
+    return _normalise(torch.from_numpy(np.stack(views)).to(device))
+
+
+def _normalise(views: torch.Tensor) -> torch.Tensor:
+    x = views.permute(0, 3, 1, 2).float()
     return ((x - 127.5) / 64.0).contiguous(memory_format=torch.channels_last)
+
+
+class DetectorGraph(nn.Module):
+    """What a Session runs: uint8 NHWC views -> card and band probabilities (N, 3, H, W). Normalising
+    inside the graph lets a Triton client send bytes, a quarter of the floats, with the same arithmetic."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, views: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.net(_normalise(views)))
 
 
 # -------------------------------------------------------------------------------------------- views
@@ -354,33 +375,43 @@ def orient(
 class CardDetector:
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
 
-    def __init__(self, weights: Path | None = None, device: str = "cpu") -> None:
+    def __init__(
+        self, weights: Path | None = None, device: str = "cpu", backend: Backend | None = None
+    ) -> None:
+        """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
+        either way, for the inference knobs and to check that a Triton model was exported from it."""
         path = Path(weights) if weights is not None else WEIGHTS
+        self.version = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
         blob = torch.load(path, map_location="cpu", weights_only=True)
         self.cfg = DetectorConfig.from_dict(blob["config"])
         net = build_net(self.cfg)
         net.load_state_dict({k: v.float() for k, v in blob["state_dict"].items()})
-        self._setup(net, device)
+        self._setup(net, device, backend or Backend())
 
     @classmethod
     def from_net(cls, net: nn.Module, cfg: DetectorConfig, device: str = "cpu") -> CardDetector:
         """Wrap a network being trained (validation during training uses the serving path)."""
         self = cls.__new__(cls)
-        self.cfg = cfg
-        self._setup(net, device)
+        self.cfg, self.version = cfg, "training"
+        self._setup(net, device, Backend())
         return self
 
-    def _setup(self, net: nn.Module, device: str) -> None:
+    def _setup(self, net: nn.Module, device: str, backend: Backend) -> None:
         self.device = torch.device(device)
         self.net = net.to(self.device).eval().to(memory_format=torch.channels_last)
+        self.graph = DetectorGraph(self.net)
+        self.session: Session = open_session(
+            backend, "detector", lambda: TorchSession(self.graph, (INPUT,), (OUTPUT,), self.device)
+        )
+        check_version(self.session, self.version)
 
     def _predict(self, views: list[np.ndarray]) -> np.ndarray:
-        with torch.inference_mode():
-            x = to_tensor(views, self.device)
-            out = torch.sigmoid(self.net(x))
-            if self.cfg.tta:  # a mirrored card keeps its top on top: the maps just flip back
-                out = 0.5 * (out + torch.sigmoid(self.net(x.flip(-1))).flip(-1))
-        return out.float().cpu().numpy()
+        x = np.stack(views)
+        out = self.session.run({INPUT: x})[OUTPUT]
+        if self.cfg.tta:  # a mirrored card keeps its top on top: the maps just flip back
+            flipped = self.session.run({INPUT: np.ascontiguousarray(x[:, :, ::-1])})[OUTPUT]
+            out = 0.5 * (out + flipped[..., ::-1])
+        return out
 
     def locate_batch(self, images: list[np.ndarray]) -> list[np.ndarray | None]:
         """Corners for each RGB photo: long side vertical; the top may be off by 180 degrees."""

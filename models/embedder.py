@@ -18,8 +18,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from models.sessions import Backend, TorchSession, check_version, open_session
+
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
 INPUT_W, INPUT_H = 96, 134  # keeps the face's 600:838 aspect; the art window is ~80x53 pixels here
+# Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
+INPUT, OUTPUT = "faces__0", "vectors__0"
 
 
 def prepare(face: np.ndarray, size: tuple[int, int] = (INPUT_W, INPUT_H)) -> np.ndarray:
@@ -90,10 +94,29 @@ def to_tensor(faces: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(np.stack(faces)).permute(0, 3, 1, 2).contiguous()
 
 
+class EmbedderGraph(nn.Module):
+    """What a Session runs: prepared uint8 NHWC faces -> (N, dim) unit vectors (bytes on the wire)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, faces: torch.Tensor) -> torch.Tensor:
+        return self.net(faces.permute(0, 3, 1, 2).contiguous())
+
+
 class CardEmbedder:
     """Loads weights once and embeds faces in batches; `version` says which weights built an index."""
 
-    def __init__(self, weights: Path | None = None, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        weights: Path | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        backend: Backend | None = None,
+    ) -> None:
+        """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
+        either way: its hash is the version an index records and a Triton export must carry."""
         path = Path(weights) if weights is not None else WEIGHTS
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: train with `python -m training.embedder.train`")
@@ -108,15 +131,20 @@ class CardEmbedder:
         self.net.to(self.device).eval()
         self.dim: int = int(model_cfg.get("dim", 128))
         self.batch_size = batch_size
+        self.graph = EmbedderGraph(self.net)
+        self.session = open_session(
+            backend or Backend(),
+            "embedder",
+            lambda: TorchSession(self.graph, (INPUT,), (OUTPUT,), self.device),
+        )
+        check_version(self.session, self.version)
 
     def embed_batch(self, faces: list[np.ndarray]) -> np.ndarray:
         """RGB uint8 faces (any size, canonical orientation) -> (N, dim) float32 unit vectors."""
         out = np.zeros((len(faces), self.dim), np.float32)
-        with torch.inference_mode():
-            for start in range(0, len(faces), self.batch_size):
-                chunk = [prepare(f, self.input_size) for f in faces[start : start + self.batch_size]]
-                x = to_tensor(chunk).to(self.device, non_blocking=True)
-                out[start : start + len(chunk)] = self.net(x).float().cpu().numpy()
+        for start in range(0, len(faces), self.batch_size):
+            chunk = np.stack([prepare(f, self.input_size) for f in faces[start : start + self.batch_size]])
+            out[start : start + len(chunk)] = self.session.run({INPUT: chunk})[OUTPUT]
         return out
 
 

@@ -50,10 +50,11 @@ def _index_stamp(index_dir: Path) -> str | None:
 
 @serve.deployment(max_ongoing_requests=32)
 class Detector:
-    def __init__(self, weights: str, device: str = "auto") -> None:
+    def __init__(self, weights: str, device: str = "auto", backend: dict[str, Any] | None = None) -> None:
         from models.detector import CardDetector
+        from models.sessions import Backend
 
-        self.model = CardDetector(Path(weights), resolve_device(device))
+        self.model = CardDetector(Path(weights), resolve_device(device), Backend.from_dict(backend))
         self.model.locate_batch([np.zeros((480, 360, 3), np.uint8)])  # warm up
 
     def reconfigure(self, config: dict[str, Any]) -> None:
@@ -90,10 +91,18 @@ class Reader:
 class Embedder:
     """The embedding model and the index it built, swapped together when either changes."""
 
-    def __init__(self, weights: str, index_dir: str, device: str = "auto", top_k: int = 32) -> None:
+    def __init__(
+        self,
+        weights: str,
+        index_dir: str,
+        device: str = "auto",
+        top_k: int = 32,
+        backend: dict[str, Any] | None = None,
+    ) -> None:
         from models.embedder import CardEmbedder
+        from models.sessions import Backend
 
-        self.model = CardEmbedder(Path(weights), resolve_device(device))
+        self.model = CardEmbedder(Path(weights), resolve_device(device), backend=Backend.from_dict(backend))
         self.top_k = top_k
         self.index_dir = Path(index_dir)
         self.index: Any = None
@@ -214,15 +223,19 @@ def build_app(args: dict[str, Any]) -> Any:
     device = config.device
     # Fractional CPUs so the four deployments fit a 2-core machine; the model deployments share a GPU.
     models = {"num_cpus": 0.5, **({"num_gpus": 0.25} if resolve_device(device) == "cuda" else {})}
+    # With backend: triton the detector and embedder replicas only pre- and post-process: no GPU.
+    tensor_models = models if config.backend == "torch" else {"num_cpus": 0.5}
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
     deployments: Any = {"detector": Detector, "embedder": Embedder, "reader": Reader, "service": ScanService}
-    detector = deployments["detector"].options(ray_actor_options=models)
-    embedder = deployments["embedder"].options(ray_actor_options=models)
+    detector = deployments["detector"].options(ray_actor_options=tensor_models)
+    embedder = deployments["embedder"].options(ray_actor_options=tensor_models)
     reader = deployments["reader"].options(ray_actor_options=models)
     service = deployments["service"].options(ray_actor_options={"num_cpus": 0.25})
     return service.bind(
-        detector.bind(config.detector_weights, device),
-        embedder.bind(config.embedder_weights, config.index_dir, device, config.top_k),
+        detector.bind(config.detector_weights, device, config.backend_options()),
+        embedder.bind(
+            config.embedder_weights, config.index_dir, device, config.top_k, config.backend_options()
+        ),
         reader.bind(config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch),
         config.as_dict(),
     )

@@ -22,6 +22,15 @@ class ScanConfig:
     device: str = "auto"  # "auto": CUDA when the replica has a GPU
     top_k: int = 32
     thresholds: dict[str, float] = field(default_factory=dict)
+    # Where the detector and embedder networks run: "torch" in the replica, or "triton": a Triton server
+    # at triton_url (host:port, HTTP) serving the repository `python -m deploy.triton.export` writes.
+    # The OCR model always runs in the replica.
+    backend: str = "torch"
+    triton_url: str = "127.0.0.1:8000"
+
+    def backend_options(self) -> dict[str, Any]:
+        """What models.sessions.Backend.from_dict takes."""
+        return {"kind": self.backend, "triton_url": self.triton_url}
 
     def fusion_thresholds(self) -> Thresholds:
         return Thresholds(**self.thresholds)

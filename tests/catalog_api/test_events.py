@@ -39,6 +39,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from catalog_api.db import make_engine
 from catalog_api.demo_catalog import write_demo_catalog
+from catalog_api.demo_prices import write_demo_prices
 from catalog_api.settings import Settings
 from catalog_api.snapshot import RECHECK_S
 from catalog_api.webhooks import URLRefused, add_endpoint, backoff_s, parse_retry_after, remove_endpoint
@@ -307,13 +308,15 @@ def receiver(deployment: Deployment) -> Iterator[tuple[Receiver, int]]:
     assert all(r.verified for r in receiver.received), "every post must carry a valid signature"
 
 
-def change_and_deliver(deployment: Deployment, receiver: Receiver) -> list[Record]:
-    """Sync the edited feed while a deliverer runs; the receiver must get exactly the events the sync
-    wrote (it commits them with the data, so they are all there when it returns), each once, in outbox
-    order. Returns their bodies."""
+def change_and_deliver(
+    deployment: Deployment, receiver: Receiver, sync: Callable[[], Any] | None = None
+) -> list[Record]:
+    """Sync the edited feed (or run `sync`) while a deliverer runs; the receiver must get exactly the
+    events the sync wrote (it commits them with the data, so they are all there when it returns), each
+    once, in outbox order. Returns their bodies."""
     since = deployment.last_seq()
     receiver.clear()
-    deployment.sync()
+    (sync or deployment.sync)()
     outbox = deployment.outbox_after(since)
     expected = [event_id for _, event_id, _ in outbox]
     bodies = eventually(lambda: _equal(receiver.accepted(), expected))
@@ -491,6 +494,23 @@ def _catalog_changes(deployment: Deployment, hook: Receiver, feed: Path) -> None
 
     # And the same feed once more: nothing.
     assert step() == []
+
+    # A price sync: the day's snapshot files and the products whose prices changed; no card event.
+    prices = write_demo_prices(feed, feed.parent / "prices", days=2)
+
+    def price_sync() -> None:
+        deployment.service.cli("prices", "sync", "--from", str(prices), "--quiet")
+
+    bodies = change_and_deliver(deployment, hook, price_sync)
+    assert names(bodies) == [
+        "cardgame.products.updated",
+        "cardgame.card_prices.snapshot",
+        "cardgame.product_prices.snapshot",
+    ]
+    assert {p["id"] for p in bodies[0]["data"]["products"]} == {900001, 900004, 900005, 900006}
+    for body in bodies[1:]:
+        assert body["data"]["currency"] == "USD" and len(body["data"]["snapshot"]) == 1
+    assert change_and_deliver(deployment, hook, price_sync) == []  # the same days again: nothing
 
 
 def test_a_change_of_1200_cards_arrives_in_chunks_that_reassemble(

@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "runs": "runs/ocr",
     "export": str(WEIGHTS),
     "init": None,  # weights to start from (an exported ocr.pt or a run's last.pt) when not resuming
+    "lr_clock": False,  # anneal by the wall clock too (see schedule), for runs capped by max_minutes
     "seed_offset": 0,  # in steps: set past the init weights' samples so a longer run sees new ones
 }
 
@@ -136,13 +137,19 @@ def plot(run: Path) -> None:
     plt.close(fig)
 
 
-def schedule(cfg: dict[str, Any]) -> Any:
-    """Linear warm-up, then cosine down to 5% of the peak at `steps`."""
+def schedule(cfg: dict[str, Any], clock: Any = None) -> Any:
+    """Linear warm-up, then cosine down to 5% of the peak at `steps`.
+
+    With `clock` (the share of `max_minutes` spent, 0..1; config `lr_clock`) the cosine follows whichever
+    runs out first, steps or minutes, so a run slowed by a busy machine still ends annealed.
+    """
 
     def factor(step: int) -> float:
         if step < cfg["warmup"]:
             return (step + 1) / cfg["warmup"]
         t = min(1.0, (step - cfg["warmup"]) / max(1, cfg["steps"] - cfg["warmup"]))
+        if clock is not None:
+            t = max(t, min(1.0, clock()))
         return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * t))
 
     return factor
@@ -217,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     params = rest + rnn
     groups = [{"params": rest}, {"params": rnn, "lr": cfg["lr"] * cfg["rnn_lr_mult"]}]
     opt = torch.optim.AdamW(groups, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule(cfg))
+    started = time.time()
+
+    def clock() -> float:
+        return (time.time() - started) / 60 / cfg["max_minutes"]
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule(cfg, clock if cfg["lr_clock"] else None))
     start, trained_s = 0, 0.0
     ckpt = run / "last.pt"
     if ckpt.exists() and not args.fresh:

@@ -1,0 +1,132 @@
+"""Where a network runs: in this process (PyTorch) or on a Triton Inference Server, behind one protocol.
+
+The detector and the embedder are pure tensor-in, tensor-out graphs (`DetectorGraph`, `EmbedderGraph`):
+everything before and after them (letterboxing, quad fitting, resizing, the index) stays in Python and is
+the same whichever backend runs the graph. `open_session` picks the backend from a `Backend`, the way
+immich's `sessions/<backend>.py` hides ONNX Runtime, ARM NN and RKNN behind one `ModelSession`.
+`deploy/triton/export.py` writes these graphs as a Triton model repository under the same tensor names.
+The OCR model (docTR) is not a single graph (its decoding is Python) and always runs in-process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class Session(Protocol):
+    """A compiled network: named numpy tensors in, named numpy tensors out (batch first)."""
+
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Which runtime serves a model. `torch` is today's in-process path; `triton` sends the same tensors
+    to `triton_url` (host:port of Triton's HTTP endpoint), model `triton_model` (default: the model's own
+    name in the exported repository), version `triton_version` ("" lets the server's policy choose)."""
+
+    kind: str = "torch"
+    triton_url: str = "127.0.0.1:8000"
+    triton_model: str = ""
+    triton_version: str = ""
+    timeout_s: float = 60.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Backend:
+        known = {k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class TorchSession:
+    """Runs an nn.Module in this process: positional inputs in `input_names` order, outputs as returned."""
+
+    def __init__(
+        self, module: nn.Module, input_names: tuple[str, ...], output_names: tuple[str, ...], device: Any
+    ) -> None:
+        self.module, self.device = module, torch.device(device)
+        self.input_names, self.output_names = input_names, output_names
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with torch.inference_mode():
+            args = [torch.from_numpy(inputs[name]).to(self.device) for name in self.input_names]
+            out = self.module(*args)
+            outs = out if isinstance(out, tuple | list) else (out,)
+            return {name: t.cpu().numpy() for name, t in zip(self.output_names, outs, strict=True)}
+
+
+class TritonSession:
+    """The same tensors over Triton's HTTP/REST protocol (binary tensor data, not JSON lists).
+
+    Names come from the server's model metadata, so a mismatch with the exported repository fails at
+    start-up rather than on the first photo. tritonclient's HTTP client is not safe to share between
+    threads (Ray runs inference in a thread pool), so each thread gets its own.
+    """
+
+    def __init__(self, url: str, model: str, version: str = "", timeout_s: float = 60.0) -> None:
+        self.url, self.model, self.version, self.timeout_s = url, model, version, timeout_s
+        self._local = threading.local()
+        meta = self._client().get_model_metadata(model, version)
+        self.input_names = tuple(t["name"] for t in meta["inputs"])
+        self.output_names = tuple(t["name"] for t in meta["outputs"])
+        config = self._client().get_model_config(model, version)
+        self.parameters: dict[str, str] = {
+            key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()
+        }
+
+    def _client(self) -> Any:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            import tritonclient.http as httpclient
+
+            client = httpclient.InferenceServerClient(
+                self.url, connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+            )
+            self._local.client = client
+        return client
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import tritonclient.http as httpclient
+        from tritonclient.utils import np_to_triton_dtype
+
+        request = []
+        for name in self.input_names:
+            array = np.ascontiguousarray(inputs[name])
+            tensor = httpclient.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+            tensor.set_data_from_numpy(array, binary_data=True)
+            request.append(tensor)
+        wanted = [httpclient.InferRequestedOutput(name, binary_data=True) for name in self.output_names]
+        result = self._client().infer(self.model, request, model_version=self.version, outputs=wanted)
+        return {name: result.as_numpy(name) for name in self.output_names}
+
+
+def open_session(backend: Backend, name: str, torch_session: Callable[[], TorchSession]) -> Session:
+    """The one place that picks a backend; `name` is the model's name in the exported repository."""
+    match backend.kind:
+        case "torch":
+            return torch_session()
+        case "triton":
+            model = backend.triton_model or name
+            return TritonSession(backend.triton_url, model, backend.triton_version, backend.timeout_s)
+        case other:
+            raise ValueError(f"unknown inference backend {other!r} (expected 'torch' or 'triton')")
+
+
+def check_version(session: Session, version: str) -> None:
+    """Refuse a Triton model exported from other weights than the local file (whose config and, for the
+    embedder, whose index assume them). Repositories that do not record it (pytriton's) are trusted."""
+    served = getattr(session, "parameters", {}).get("cardcat_version")
+    if served and served != version:
+        model = getattr(session, "model", "?")
+        raise ValueError(
+            f"Triton model {model!r} was exported from weights {served}, the local ones are {version}"
+        )
