@@ -36,6 +36,7 @@ from catalog_api.models import (
     WebhookEndpoint,
 )
 from catalog_api.prices import CONDITION_ORDER
+from catalog_api.repository import SUMMARY_COLUMNS
 
 if TYPE_CHECKING:
     from catalog_api.sync import SyncReport
@@ -183,19 +184,7 @@ def card_event_records(session: Session, card_ids: Sequence[str], public_url: st
     the full card object of `GET /v1/cards/{id}`, variants in feed order with their current prices."""
     if not card_ids:
         return []
-    columns = (
-        Card.id,
-        Card.expansion_id,
-        Card.number,
-        Card.name,
-        Card.rarity,
-        Card.illustrator,
-        Card.image_key,
-        Card.palette,
-        Card.category,
-        Card.number_normalized,
-        Card.card_metadata,
-    )
+    columns = (*SUMMARY_COLUMNS, Card.card_metadata)
     cards: dict[str, Any] = {}
     variants: dict[str, list[Any]] = {}
     prices: dict[int, list[Any]] = {}

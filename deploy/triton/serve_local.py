@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import sysconfig
 from collections.abc import Callable
@@ -99,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
         metrics_port=args.metrics_port,
         allow_gpu_metrics=False,
     )
+    # SIGTERM (what the test and process managers send) stops like Ctrl-C: pytriton then stops tritonserver
+    # and removes its workspace (~22 MB under ~/.cache/pytriton), which a plain kill leaves behind.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with Triton(config=config) as triton:
         for folder in sorted(p.parent for p in args.repository.glob("*/config.pbtxt")):
             bind(triton, folder)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import httpx
+
+T = TypeVar("T")
 
 
 def ok(response: httpx.Response) -> Any:
@@ -35,3 +39,16 @@ def walk(client: httpx.Client, path: str, **params: Any) -> list[dict[str, Any]]
         if cursor is None:
             return rows
     raise AssertionError("walk did not end")
+
+
+def eventually(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.1) -> T:
+    """Retry `check` until it stops raising AssertionError (a worker re-reads the feed version about
+    once a second; a deliverer polls): the last failure is raised after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(interval)

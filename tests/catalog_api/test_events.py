@@ -43,7 +43,7 @@ from catalog_api.demo_prices import write_demo_prices
 from catalog_api.settings import Settings
 from catalog_api.snapshot import RECHECK_S
 from catalog_api.webhooks import URLRefused, add_endpoint, backoff_s, parse_retry_after, remove_endpoint
-from tests.catalog_api.helpers import ok
+from tests.catalog_api.helpers import eventually, ok
 from tests.harness import CARDCAT, REPO, Service, create_database
 
 Record = dict[str, Any]
@@ -189,17 +189,6 @@ def edit(folder: Path, name: str, change: Callable[[list[Record]], list[Record]]
         handle.writelines(orjson.dumps(record) + b"\n" for record in records)
 
 
-def eventually(check: Callable[[], T], timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
 @dataclass
 class Deployment:
     service: Service
@@ -319,7 +308,7 @@ def change_and_deliver(
     (sync or deployment.sync)()
     outbox = deployment.outbox_after(since)
     expected = [event_id for _, event_id, _ in outbox]
-    bodies = eventually(lambda: _equal(receiver.accepted(), expected))
+    bodies = eventually(lambda: _equal(receiver.accepted(), expected), timeout=20)
     assert [b["name"] for b in bodies] == [name for _, _, name in outbox]
     for body in bodies:
         assert EVENT_ID.fullmatch(body["id"]) and CREATED_AT.fullmatch(body["created_at"]), body
@@ -590,7 +579,7 @@ def test_a_receiver_failing_for_a_while_gets_every_event_once_in_order(
     assert len(outbox) == 3
     process = deployment.deliverer()
     try:
-        eventually(lambda: _assert(deployment.pending(endpoint) == 0))
+        eventually(lambda: _assert(deployment.pending(endpoint) == 0), timeout=20)
     finally:
         counts = stop(process)
     assert [b["id"] for b in hook.accepted()] == outbox, "each event exactly once, in outbox order"
@@ -617,7 +606,7 @@ def test_a_deliverer_killed_mid_post_loses_nothing(
     assert deployment.pending(endpoint) == 3, "nothing may count as delivered without its 2xx"
     process = deployment.deliverer()
     try:
-        eventually(lambda: _assert(deployment.pending(endpoint) == 0))
+        eventually(lambda: _assert(deployment.pending(endpoint) == 0), timeout=20)
     finally:
         stop(process)
     arrived = [r.event["id"] for r in hook.received]
@@ -722,7 +711,7 @@ def test_serve_runs_the_deliverer_and_stops_it(
     children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
     (child,) = [int(pid) for pid in children if "deliver" in Path(f"/proc/{pid}/cmdline").read_text()]
     rename_three_things(deployment, "served")
-    eventually(lambda: _assert(deployment.pending(endpoint) == 0))
+    eventually(lambda: _assert(deployment.pending(endpoint) == 0), timeout=20)
     assert len(hook.accepted()) == 3
     server.terminate()
     server.wait(30)

@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, update
 
 from catalog_api.models import Card
 from catalog_api.palette import palette_of
-from tests.catalog_api.helpers import ok
+from tests.catalog_api.helpers import eventually, ok
 from tests.harness import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
 
 T = TypeVar("T")
@@ -216,18 +216,6 @@ def test_blank_and_undecodable_images_have_no_palette() -> None:
 
 
 # --- through the service ------------------------------------------------------------------------------
-
-
-def eventually(check: Callable[[], T], timeout: float = 10.0) -> T:
-    """Workers re-read the feed version about once a second; retry a read until it shows a sync."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def sync(service: Service, feed: Path, images: Path) -> dict[str, Any]:

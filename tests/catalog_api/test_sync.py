@@ -31,7 +31,7 @@ import pytest
 
 from catalog_api.schemas import Card, CardSummary, Envelope, Expansion, Page, Series
 from catalog_api.snapshot import RECHECK_S
-from tests.catalog_api.helpers import failed, ok, walk
+from tests.catalog_api.helpers import eventually, failed, ok, walk
 from tests.harness import SHARED, SHARED_CATALOG, Service, launch, require_shared, unavailable
 
 Record = dict[str, Any]
@@ -89,18 +89,6 @@ def sync(service: Service, folder: Path, *extra: str) -> dict[str, Any]:
 def assert_changes(report: dict[str, Any], **expected: int) -> None:
     """Exactly these change counters are non-zero, with these values."""
     assert {key: report[key] for key in CHANGES} == {key: expected.get(key, 0) for key in CHANGES}, report
-
-
-def eventually(check: Callable[[], T], timeout: float = 5.0) -> T:
-    """A worker picks up a sync within about RECHECK_S; retry a check on the snapshot until then."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def printing(variant: Record) -> tuple[Any, ...]:

@@ -32,12 +32,13 @@ from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalo
 from training.synth import BENCH_SEED_BASE, load_face, make_photo
 
 TRITON_PYTHON = REPO / ".venv-triton" / "bin" / "python"
+TRITON_READY = REPO / ".venv-triton" / ".ready"  # written by setup_env.sh once the env imports cleanly
 N_FACES = 6
 START_TIMEOUT_S = 180
 
 pytestmark = [
     pytest.mark.skipif(
-        not TRITON_PYTHON.exists(),
+        not TRITON_READY.exists(),
         reason=f"{TRITON_PYTHON.parent.parent} absent: `bash deploy/triton/setup_env.sh` builds it "
         "(a real Triton server from nvidia-pytriton, kept out of .venv because it needs numpy<2)",
     ),

@@ -17,7 +17,7 @@ from doctr.datasets import VOCABS
 from rapidfuzz import fuzz
 
 from catalog_api.feed import feed_path, read_jsonl
-from models.ocr import WEIGHTS, PrintReader, build_model
+from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model, vote
 from tests.harness import SHARED_CATALOG, require_shared
 from training.ocr.data import CardText, catalog_texts, read_face
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
@@ -94,3 +94,34 @@ def test_any_docTR_checkpoint_loads(tmp_path: Path) -> None:
     assert all(r.number is None or r.number_confidence >= 0.5 for r in reads)
     with pytest.raises(ValueError, match="vocab"):
         PrintReader(checkpoint=path, vocab="0123456789")
+
+
+def test_vote_prefers_the_read_most_offsets_agree_on() -> None:
+    agreed, outlier = ("Pikachu HP 60", [0.8] * 13), ("Pikachv HP 60", [0.97] * 13)
+    assert vote([("", []), agreed, agreed, outlier, ("P", [0.99])]) == agreed
+    assert vote([("", []), ("", [])]) == ("", [])  # no offset read a line: nothing
+
+
+def test_name_offsets_vote_footer_keeps_its_most_confident_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two name offsets agreeing outvote one more confident outlier; the footer's centred read still wins
+    over two off-centre reads that agree with each other (their glyph tops cut: B -> R)."""
+    path = tmp_path / "crnn.pt"
+    torch.save(build_model("crnn_mobilenet_v3_small", VOCABS["french"]).state_dict(), path)
+    reader = PrintReader(checkpoint=path)
+    empty: tuple[str, list[float]] = ("", [])
+    name_reads = [empty, ("Pikachu", [0.8] * 7), ("Pikachu", [0.8] * 7), ("Pikachv", [0.97] * 7), empty]
+    off, centred = ("RCR 116/149", [0.85] * 11), ("BCR 116/149", [0.95] * 11)
+    footer_reads = [empty, off, centred, off, empty]
+    assert len(name_reads) == len(NAME.offsets) and len(footer_reads) == len(FOOTER.offsets)
+    canned = [name_reads, footer_reads]  # read_batch reads the name crops, then the footer crops
+
+    def read_lines(crops: list[np.ndarray]) -> list[tuple[str, list[float]]]:
+        assert len(crops) == 5
+        return canned.pop(0)
+
+    monkeypatch.setattr(reader, "read_lines", read_lines)
+    (read,) = reader.read_batch([np.full((838, 600, 3), 200, np.uint8)])
+    assert read.name == "Pikachu"
+    assert read.set_code == "BCR" and read.number == "116" and read.printed_total == "149"

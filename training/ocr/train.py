@@ -23,7 +23,7 @@ from rapidfuzz.distance import Levenshtein
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits, ctc_greedy
+from models.ocr import WEIGHTS, _state_dict, build_model, crnn_features, crnn_logits, ctc_greedy
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
 from training.runconfig import git_sha, resolve_config
@@ -241,9 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         start, trained_s = state["step"], state["trained_s"]
         print(f"resuming {run} at step {start}")
     elif cfg["init"]:
-        blob = torch.load(Path(cfg["init"]), map_location="cpu", weights_only=True)
-        state = blob.get("model", blob.get("state_dict", blob)) if isinstance(blob, dict) else blob
-        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+        init = _state_dict(torch.load(Path(cfg["init"]), map_location="cpu", weights_only=True))
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in init.items()})
         print(f"initialised from {cfg['init']}")
 
     def save(step: int) -> None:
