@@ -138,6 +138,7 @@ async def movers_page(
     window: str,
     direction: str,
     expansion_id: str | None,
+    min_cents: int,
     after: list[Any] | None,
     limit: int,
 ) -> tuple[list[str], list[Any] | None]:
@@ -146,6 +147,8 @@ async def movers_page(
     stmt = select(CardMover.card_id, rank).where(CardMover.window == window, rank.is_not(None))
     if expansion_id is not None:
         stmt = stmt.where(CardMover.expansion_id == expansion_id)
+    if min_cents > 0:
+        stmt = stmt.where(CardMover.start_cents >= min_cents, CardMover.end_cents >= min_cents)
     if after is not None and len(after) == 1 and isinstance(after[0], int):
         stmt = stmt.where(rank > after[0])
     rows = (await conn.execute(stmt.order_by(rank).limit(limit + 1))).all()

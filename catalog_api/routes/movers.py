@@ -36,6 +36,13 @@ async def list_movers(
         ),
     ] = "gainers",
     expansion_id: Annotated[str | None, Query(description="Only this expansion's cards.")] = None,
+    min_cents: Annotated[
+        str | None,
+        Query(
+            description="Only cards priced at least this many cents at both ends of the window (so a "
+            "3-cent card doubling does not top the board). Default 0."
+        ),
+    ] = None,
     limit: Limit = None,
     cursor: Cursor = None,
 ) -> Response:
@@ -47,14 +54,21 @@ async def list_movers(
         raise BadRequest(f"window must be one of {', '.join(WINDOWS)}.")
     if direction not in DIRECTIONS:
         raise BadRequest(f"direction must be one of {', '.join(DIRECTIONS)}.")
+    floor = 0 if min_cents is None else _cents(min_cents)
 
     async def produce() -> dict[str, Any]:
         size = parse_limit(limit)
-        scope = ["movers", window, direction, expansion_id]
+        scope = ["movers", window, direction, expansion_id, floor]
         after = context.cursors.decode(cursor, scope)
         async with context.engine.connect() as conn:
             ids, position = await repository.movers_page(
-                conn, window=window, direction=direction, expansion_id=expansion_id, after=after, limit=size
+                conn,
+                window=window,
+                direction=direction,
+                expansion_id=expansion_id,
+                min_cents=floor,
+                after=after,
+                limit=size,
             )
             rows = await repository.cards_by_ids(conn, ids, False)
             changes = await repository.changes_for(conn, ids)
@@ -67,3 +81,9 @@ async def list_movers(
         return page(items, next_cursor)
 
     return await cached_read(request, context, produce)
+
+
+def _cents(raw: str) -> int:
+    if not raw.isdigit() or len(raw) > 12:
+        raise BadRequest("min_cents must be a whole number of cents (0 or more).")
+    return int(raw)

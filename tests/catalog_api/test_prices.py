@@ -362,9 +362,14 @@ def test_leaderboard_pages_and_refuses_unknown_windows(priced: Any) -> None:
         walked = walk(client, "/v1/movers", window="30d", limit=1)
         bad_window = client.get("/v1/movers", params={"window": "2d"})
         bad_direction = client.get("/v1/movers", params={"direction": "up"})
+        floored = ok(client.get("/v1/movers", params={"window": "30d", "min_cents": "1000"}))
+        bad_floor = client.get("/v1/movers", params={"min_cents": "-5"})
     assert [row["id"] for row in walked] == ["emb1-1", "emb1-4", "emb1-3"]
     failed(bad_window, 400, "bad_request")
     failed(bad_direction, 400, "bad_request")
+    failed(bad_floor, 400, "bad_request")
+    # emb1-4 (200 -> 260 cents) and emb1-3 (3000 -> 3300) vs a 1000-cent floor at both ends.
+    assert [row["id"] for row in floored["items"]] == ["emb1-1", "emb1-3"]
 
 
 def test_resync_is_idempotent_and_leaves_etags_alone(priced: Any, tmp_path: Path) -> None:
