@@ -48,8 +48,9 @@ class Region:
 
 # Name at (34,42) up to 32 px, HP at the right (read, then stripped); at scale 1/2 its glyphs are the
 # footer's size (one model, one glyph scale) and keep ~2.4 CTC steps each.
-# Voting on the name (first weights): exact reads 0.462 -> 0.508 clean, 0.400 -> 0.418 damaged (evaluate.py,
-# 500 held-out cards; chosen on another 500-card draw, 0.482 -> 0.510 and 0.414 -> 0.432).
+# Voting on the name, exact reads (evaluate.py, 500 held-out cards; chosen on another 500-card draw): first
+# weights 0.462 -> 0.508 clean, 0.400 -> 0.418 damaged; current weights 0.726 -> 0.756 clean, 0.714 ->
+# 0.710 damaged (within 90% similarity 0.838 -> 0.856, 0.814 -> 0.820).
 NAME = Region("name", (12.0, 30.0, 588.0, 94.0), (32, 288), (-24, -12, 0, 12, 24), vote=True)
 # Set-code box and number at y~776 in 15 px bold; native scale, so digits keep ~2.4 CTC steps each.
 # No vote: a footer offset 8 px off still reads, but with the tops of glyphs cut (B -> R, P -> K), and
