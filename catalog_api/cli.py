@@ -100,13 +100,17 @@ def prices() -> None:
 def prices_sync(source: Path, quiet: bool) -> None:
     """Load the daily change log files under DIR/marketplace (bulk, streaming, idempotent)."""
     from catalog_api.db import make_engine
-    from catalog_api.prices import sync_prices
+    from catalog_api.prices import FeedFileError, sync_prices
 
     settings = get_settings()
     engine = make_engine(settings)
     started = time.perf_counter()
-    report = sync_prices(engine, source, settings, progress=not quiet)
-    engine.dispose()
+    try:
+        report = sync_prices(engine, source, settings, progress=not quiet)
+    except FeedFileError as exc:
+        raise click.ClickException(f"{exc}; nothing was loaded") from exc
+    finally:
+        engine.dispose()
     seconds = time.perf_counter() - started
     rows = report.card_rows + report.product_rows
     summary = {**report.summary(), "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}

@@ -175,17 +175,25 @@ def read_day(
     return list(cards.values()), list(prods.values())
 
 
+class FeedFileError(ValueError):
+    """A daily file that cannot be read (truncated or not gzip): the run stops and writes nothing."""
+
+
 def _records(path: Path) -> Iterator[dict[str, Any]]:
-    with gzip.open(path, "rb") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                yield record
+    """The file's JSON objects; a line that is not one is skipped (counted nowhere: it names nothing)."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(record, dict):
+                    yield record
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        raise FeedFileError(f"{path.name}: not a readable gzip file ({exc})") from exc
 
 
 # --- writing ----------------------------------------------------------------------------------------

@@ -527,3 +527,16 @@ def test_price_syncs_emit_product_updates_and_snapshots_only(priced: Any) -> Non
         assert [p["id"] for p in products] == [900001]  # the one product the feed priced
         assert products[0]["marketplace"][0]["variant"] == "Normal"
     assert events[5]["data"]["products"][0]["marketplace"][0]["market"] == 5499
+
+
+def test_a_corrupt_day_file_stops_the_run_and_loads_nothing(tmp_path: Path, fresh: Any) -> None:
+    service = fresh("sqlite", write_demo_catalog(tmp_path / "catalog"))
+    feed = write_feed(tmp_path / "feed", [card_row("emb1-1", NORMAL, "2026-09-01", 1000)])
+    (feed / "marketplace" / "2026-09-02.ndjson.gz").write_bytes(gzip.compress(b'{"subject": "card"}\n')[:-9])
+    result = service.cli("prices", "sync", "--from", str(feed), "--quiet", check=False)
+    assert result.returncode != 0
+    assert "2026-09-02.ndjson.gz" in result.stderr and "nothing was loaded" in result.stderr
+    assert "Traceback" not in result.stderr
+    with service.client() as client:
+        detail = ok(client.get("/v1/cards/emb1-1"))
+    assert all(v["marketplace"] == [] for v in detail["variants"])  # the good day was rolled back too
