@@ -157,7 +157,16 @@ class FeedState(Base):
 # joins `card_variants`, so the prices of a deleted printing are simply never served again.
 
 
-class CardPrice(Base):
+class Quote:
+    """A price quote's values (integer cents; `listing_count` capped at 25), shared by the price tables."""
+
+    market: Mapped[int | None] = mapped_column(Integer)
+    low: Mapped[int | None] = mapped_column(Integer)
+    high: Mapped[int | None] = mapped_column(Integer)
+    listing_count: Mapped[int | None] = mapped_column(Integer)
+
+
+class CardPrice(Quote, Base):
     # Keyed by day first: a day's rows append at the right edge of the index instead of landing all over
     # a 200 MB B-tree (the bulk load's bottleneck once the log outgrows the buffer cache).
     __tablename__ = "card_prices"
@@ -165,48 +174,32 @@ class CardPrice(Base):
     observed_on: Mapped[str] = mapped_column(String(10), primary_key=True)
     variant_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     condition: Mapped[str] = mapped_column(String(8), primary_key=True)
-    market: Mapped[int | None] = mapped_column(Integer)
-    low: Mapped[int | None] = mapped_column(Integer)
-    high: Mapped[int | None] = mapped_column(Integer)
-    listing_count: Mapped[int | None] = mapped_column(Integer)
 
 
-class CardPriceCurrent(Base):
+class CardPriceCurrent(Quote, Base):
     __tablename__ = "card_prices_current"
 
     variant_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     condition: Mapped[str] = mapped_column(String(8), primary_key=True)
     observed_on: Mapped[str] = mapped_column(String(10))
-    market: Mapped[int | None] = mapped_column(Integer)
-    low: Mapped[int | None] = mapped_column(Integer)
-    high: Mapped[int | None] = mapped_column(Integer)
-    listing_count: Mapped[int | None] = mapped_column(Integer)
 
 
-class ProductPrice(Base):
+class ProductPrice(Quote, Base):
     __tablename__ = "product_prices"
 
     product_id: Mapped[int] = mapped_column(ForeignKey("products.id", ondelete="CASCADE"), primary_key=True)
     variant: Mapped[str] = mapped_column(Text, primary_key=True)
     condition: Mapped[str] = mapped_column(String(8), primary_key=True)
     observed_on: Mapped[str] = mapped_column(String(10), primary_key=True)
-    market: Mapped[int | None] = mapped_column(Integer)
-    low: Mapped[int | None] = mapped_column(Integer)
-    high: Mapped[int | None] = mapped_column(Integer)
-    listing_count: Mapped[int | None] = mapped_column(Integer)
 
 
-class ProductPriceCurrent(Base):
+class ProductPriceCurrent(Quote, Base):
     __tablename__ = "product_prices_current"
 
     product_id: Mapped[int] = mapped_column(ForeignKey("products.id", ondelete="CASCADE"), primary_key=True)
     variant: Mapped[str] = mapped_column(Text, primary_key=True)
     condition: Mapped[str] = mapped_column(String(8), primary_key=True)
     observed_on: Mapped[str] = mapped_column(String(10))
-    market: Mapped[int | None] = mapped_column(Integer)
-    low: Mapped[int | None] = mapped_column(Integer)
-    high: Mapped[int | None] = mapped_column(Integer)
-    listing_count: Mapped[int | None] = mapped_column(Integer)
 
 
 class PriceFile(Base):

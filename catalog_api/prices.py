@@ -31,7 +31,7 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
-from catalog_api.models import CardVariant, FeedState, PriceFile, Product
+from catalog_api.models import CardVariant, PriceFile, Product
 from catalog_api.settings import Settings
 
 PRICE_FIELDS = ("market", "low", "high", "listing_count")
@@ -292,6 +292,7 @@ def sync_prices(engine: Engine, source: Path, settings: Settings, progress: bool
     """Load every daily file under `source` (see the module docstring), then recompute movers, publish
     the newest day's snapshots and emit the events, all in one transaction."""
     from catalog_api import events, movers, snapshots
+    from catalog_api.sync import mark_synced
 
     report = PriceReport()
     files = feed_files(source)
@@ -347,7 +348,7 @@ def sync_prices(engine: Engine, source: Path, settings: Settings, progress: bool
         newest = conn.exec_driver_sql("SELECT max(observed_on) FROM card_prices").scalar()
         newest_products = conn.exec_driver_sql("SELECT max(observed_on) FROM product_prices").scalar()
         report.newest_observed_on = max(filter(None, (newest, newest_products)), default=None)
-        if report.changed:
+        if report.changed and report.newest_observed_on is not None:
             after = _current_products(conn)
             report.products_changed = {
                 key[0]
@@ -360,24 +361,11 @@ def sync_prices(engine: Engine, source: Path, settings: Settings, progress: bool
                     session, sorted(report.products_changed), settings.public_url
                 )
                 report.events += events.emit(session, "products.updated", "products", records)
-        if report.changed and report.newest_observed_on is not None:
             # Only a run that wrote prices publishes: an unchanged re-run has nothing new to announce.
             for announced in snapshots.publish(session, settings, report.newest_observed_on):
                 report.snapshots.append(announced.file_name)
                 report.events += announced.event_ids
-        _mark_synced(session, report)
+        mark_synced(session, "marketplace", report.changed, report.summary(), report.newest_observed_on)
         session.flush()
         report.seconds["finish"] = time.perf_counter() - started
     return report
-
-
-def _mark_synced(session: Session, report: PriceReport) -> None:
-    state = session.get(FeedState, "marketplace")
-    if state is None:
-        state = FeedState(feed="marketplace", version=0)
-        session.add(state)
-    state.synced_at = datetime.now(UTC)
-    state.observed_on = report.newest_observed_on
-    if report.changed or state.version == 0:
-        state.version = (state.version or 0) + 1
-    state.details = report.summary()

@@ -159,7 +159,8 @@ def sync_catalog(
         _sync_cards(session, source, image_store, images_dir, report, progress)
         report.quiet_updates += _sync_products(session, source, report)
         events.emit_catalog_changes(session, report, public_url or get_settings().public_url)
-        _mark_synced(session, report)
+        changed = report.changed or bool(report.palettes_written or report.quiet_updates)
+        mark_synced(session, "catalog", changed, report.summary())
     return report
 
 
@@ -315,12 +316,18 @@ def _sync_products(session: Session, source: Path, report: SyncReport) -> int:
     return quiet
 
 
-def _mark_synced(session: Session, report: SyncReport) -> None:
-    state = session.get(FeedState, "catalog")
+def mark_synced(
+    session: Session, feed_name: str, changed: bool, details: dict[str, Any], observed_on: str | None = None
+) -> None:
+    """Record a successful sync of one feed; a change (or the first sync) moves its version, which is
+    what every worker's read cache and snapshot key on."""
+    state = session.get(FeedState, feed_name)
     if state is None:
-        state = FeedState(feed="catalog", version=0)
+        state = FeedState(feed=feed_name, version=0)
         session.add(state)
     state.synced_at = datetime.now(UTC)
-    if report.changed or report.palettes_written or report.quiet_updates or state.version == 0:
+    if feed_name != "catalog":
+        state.observed_on = observed_on
+    if changed or state.version == 0:
         state.version = (state.version or 0) + 1
-    state.details = report.summary()
+    state.details = details
