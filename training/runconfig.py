@@ -4,6 +4,7 @@ and the git SHA recorded beside a run's outputs."""
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ def git_sha() -> str:
         dirty = subprocess.run(
             ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True
         ).stdout
-        return (sha or "unknown") + ("-dirty" if dirty.strip() else "")
+        if not sha:  # a copied tree without .git (a rented GPU box): the caller may say which commit
+            return os.environ.get("CARDCAT_GIT_SHA", "unknown")
+        return sha + ("-dirty" if dirty.strip() else "")
     except OSError:
         return "unknown"

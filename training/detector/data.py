@@ -166,7 +166,7 @@ def collate(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor,
 
 
 class PhotoBatches(IterableDataset):
-    """Endless batches from batch index `start` on; one DataLoader worker (or none) generates them."""
+    """Endless batches from batch index `start` on; with n DataLoader workers, worker k makes every n-th."""
 
     def __init__(self, faces: list[Path], cfg: dict[str, Any], start: int = 0) -> None:
         self.faces, self.cfg, self.start = faces, cfg, start
@@ -175,12 +175,14 @@ class PhotoBatches(IterableDataset):
         torch.set_num_threads(1)
         cv2.setNumThreads(1)
         photos = self.cfg["photos_per_batch"]
-        b = self.start
-        while True:
+        worker = torch.utils.data.get_worker_info()
+        stride = 1 if worker is None else worker.num_workers
+        b = self.start + (0 if worker is None else worker.id)
+        while True:  # the DataLoader takes workers round-robin, so batches still arrive in order
             base = self.cfg["seed_base"] + b * photos
             samples = [s for i in range(photos) for s in photo_samples(base + i, self.faces, self.cfg)]
             yield collate(samples)
-            b += 1
+            b += stride
 
 
 def fixed_batch(seeds: range, faces: list[Path], cfg: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,10 @@ def training_facts(run: Path, facts: dict[str, Any]) -> dict[str, Any]:
     init = run / "init.txt"
     if init.exists():
         out["initialised_from"] = init.read_text().strip()
-        parent = torch.load(
-            Path(out["initialised_from"].split(" (")[0]), map_location="cpu", weights_only=False
-        )
-        out["total_steps"] = facts["steps"] + parent["step"]
-        out["total_minutes"] = round(facts["train_minutes"] + parent["elapsed"] / 60, 1)
+        found = re.search(r"\(step (\d+), ([\d.]+) min\)", out["initialised_from"])
+        if found:
+            out["total_steps"] = facts["steps"] + int(found[1])
+            out["total_minutes"] = round(facts["train_minutes"] + float(found[2]), 1)
     return out
 
 

@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from models.detector import CardDetector, DetectorConfig, build_net
+from serve_app.config import resolve_device
 from training.detector.data import PhotoBatches, face_paths, fixed_batch
 from training.detector.evaluate import make_photos, score
 from training.runconfig import git_sha, resolve_config
@@ -67,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
         "val_every": 150,
         "val_photos": 20,
         "ckpt_every": 50,
+        "device": "auto",  # cuda when there is one (then raise data.workers: photos are made on the CPU)
     },
 }
 
@@ -123,11 +125,12 @@ def validate(
 ) -> dict[str, Any]:
     """Loss on a fixed batch, then the serving path on the cached validation photos."""
     net.eval()
-    views, target = batch
+    device = next(net.parameters()).device
+    views, target = (t.to(device) for t in batch)
     with torch.inference_mode():
         x = ((views.permute(0, 3, 1, 2).float() - 127.5) / 64.0).contiguous(memory_format=torch.channels_last)
         loss = float(detector_loss(net(x), target, cfg["train"]))
-    detector = CardDetector.from_net(net, DetectorConfig.from_dict(cfg["model"]))
+    detector = CardDetector.from_net(net, DetectorConfig.from_dict(cfg["model"]), str(device))
     out: dict[str, Any] = {"val_loss": round(loss, 4)}
     for kind in ("standard", "hard"):
         res = score(detector, photos[kind])
@@ -161,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     cfg = resolve_config(DEFAULTS, args.config, args.set)
-    threads = set_threads()
+    tc = cfg["train"]
+    device = torch.device(resolve_device(tc["device"]))
+    threads = set_threads() if device.type == "cpu" else 0
     cv2.setNumThreads(1)
     torch.manual_seed(0)
     run = REPO / "runs" / "detector" / cfg["name"]
@@ -169,17 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     (run / "git_sha.txt").write_text(git_sha() + "\n")
     data_cfg = {**cfg["data"], **cfg["model"]}
-    tc = cfg["train"]
     manifest = Path(cfg["data"]["manifest"]).expanduser()
     faces, held = face_paths(manifest), face_paths(manifest, holdout=True)
     print(f"{len(faces)} training faces, {len(held)} held out; run dir {run}")
 
-    net = build_net(DetectorConfig.from_dict(cfg["model"])).to(memory_format=torch.channels_last)
+    net = build_net(DetectorConfig.from_dict(cfg["model"])).to(device, memory_format=torch.channels_last)
     opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
     step, elapsed = 0, 0.0
     ckpt = run / "last.pt"
     if ckpt.exists() and not args.fresh:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        state = torch.load(ckpt, map_location=device, weights_only=False)
         net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         step, elapsed = state["step"], state["elapsed"]
@@ -188,13 +192,17 @@ def main(argv: list[str] | None = None) -> int:
         if (run / "metrics.jsonl").exists():
             (run / "metrics.jsonl").unlink()
         if args.init:
-            state = torch.load(args.init, map_location="cpu", weights_only=False)
-            net.load_state_dict(state["net"])
-            opt.load_state_dict(state["opt"])
-            (run / "init.txt").write_text(
-                f"{args.init} (step {state['step']}, {state['elapsed'] / 60:.1f} min)\n"
-            )
-            print(f"initialised from {args.init} (its step {state['step']}); schedule starts over")
+            state = torch.load(args.init, map_location=device, weights_only=False)
+            if "opt" in state:  # a run's checkpoint: weights and optimizer state
+                net.load_state_dict(state["net"])
+                opt.load_state_dict(state["opt"])
+                done = (state["step"], state["elapsed"] / 60)
+            else:  # exported weights (models/weights/detector.pt); their manifest says how they were made
+                net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
+                facts = json.loads(args.init.with_suffix(".json").read_text())["training"]
+                done = facts.get("total_steps", facts["steps"]), facts.get("total_minutes", facts["minutes"])
+            (run / "init.txt").write_text(f"{args.init} (step {done[0]}, {done[1]:.1f} min)\n")
+            print(f"initialised from {args.init} (its step {done[0]}); schedule starts over")
 
     val_batch = fixed_batch(range(VAL_SEED_BASE, VAL_SEED_BASE + 8), held, data_cfg)
     n_val = tc["val_photos"]
@@ -209,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         num_workers=workers,
         prefetch_factor=4 if workers else None,
         persistent_workers=bool(workers),
+        pin_memory=device.type == "cuda",
     )
     budget = tc["budget_minutes"] * 60
     metrics_path = run / "metrics.jsonl"
@@ -243,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         lr = tc["lr"] * min(1.0, (step + 1) / tc["warmup_steps"]) * 0.5 * (1 + math.cos(math.pi * p))
         for group in opt.param_groups:
             group["lr"] = lr
+        views, target = views.to(device, non_blocking=True), target.to(device, non_blocking=True)
         x = ((views.permute(0, 3, 1, 2).float() - 127.5) / 64.0).contiguous(memory_format=torch.channels_last)
         loss = detector_loss(net(x), target, tc)
         opt.zero_grad(set_to_none=True)
@@ -270,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             log(entry)
             tqdm.write(json.dumps(entry))
         if step % tc["ckpt_every"] == 0:
-            threads = set_threads(threads)
+            if device.type == "cpu":
+                threads = set_threads(threads)
             save()
             plot_curves(
                 [json.loads(line) for line in metrics_path.read_text().splitlines()], run / "curves.png"

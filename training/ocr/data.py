@@ -6,7 +6,7 @@ taken the way the reader takes it, from a misaligned face: the crop's residual v
 the reader's search step for most samples (label: the text), and far off for some (label: empty), so the
 model learns to read only a centred line, which lets the reader pick the most confident of its offsets.
 Synthetic lines drawn with the renderer's own fonts cover characters and numbers the catalog rarely has.
-Every sample is a pure function of its seed: training seeds are < 1,000,000, evaluation seeds >= 10,000,000.
+Every sample is a pure function of its seed: training seeds are < 9,000,000, evaluation seeds >= 10,000,000.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from catalog_api.feed import card_name, feed_path, read_jsonl
 from models.ocr import CANVAS_H, CANVAS_W, FOOTER, NAME, Region, region_quad, to_tensor, warp
 from training.renders import SHARED, load_renderer
 
-TRAIN_SEED_LIMIT = 1_000_000
+TRAIN_SEED_LIMIT = 9_000_000  # evaluation starts at 10,000,000; in-training validation at 19,000,000
 EVAL_SEED_BASE = 10_000_000
 # Everything the catalog prints in these lines (its katakana renders as the font's missing-glyph box, so
 # it is left out) plus the French accents and punctuation a new card could bring.
@@ -464,14 +464,16 @@ class LineBatches(torch.utils.data.IterableDataset):
     ) -> None:
         super().__init__()
         if (steps.stop + seed_offset) * batch > TRAIN_SEED_LIMIT:
-            raise ValueError("training seeds must stay below 1,000,000")
+            raise ValueError(f"training seeds must stay below {TRAIN_SEED_LIMIT:,}")
         self.sampler, self.batch, self.steps, self.ramp, self.norm = sampler, batch, steps, ramp, norm
         self.seed_offset = seed_offset  # in steps: a run from trained weights sees samples they did not
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         cv2.setNumThreads(1)
         torch.set_num_threads(1)
-        for step in self.steps:
+        worker = torch.utils.data.get_worker_info()
+        steps = self.steps if worker is None else self.steps[worker.id :: worker.num_workers]
+        for step in steps:  # the DataLoader takes workers round-robin, so batches still arrive in step order
             level = min(1.0, step / max(1, self.ramp))
             first = (step + self.seed_offset) * self.batch
             yield collate([self.sampler(first + i, level) for i in range(self.batch)], self.norm)

@@ -3,7 +3,7 @@
 Each held-out card (never trained on: `is_eval_card`) is read twice through `PrintReader.read_batch`: the
 clean rendered face, and a degraded one (misaligned by up to 2%, then colour cast, glare, blur, lost
 resolution, noise and JPEG), with augment seeds from `--seed-base` (>= 10,000,000; training stays below
-1,000,000). Reports exact-match accuracy for name, number and set code, their character error rates, how
+9,000,000). Reports exact-match accuracy for name, number and set code, their character error rates, how
 often a field was left unread versus read wrong (worse: the matcher trusts a read), and ms per face.
 """
 

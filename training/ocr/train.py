@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from models.ocr import WEIGHTS, _state_dict, build_model, crnn_features, crnn_logits, ctc_greedy
+from serve_app.config import resolve_device
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
 from training.runconfig import git_sha, resolve_config
@@ -54,6 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "max_minutes": 22.0,
     "threads": 1,
     "workers": 1,
+    "device": "auto",  # cuda when there is one (then use many `workers`: the crops are made on the CPU)
     "catalog": str(SHARED / "catalog"),
     "faces": str(DEFAULT_CACHE / "catalog"),
     "runs": "runs/ocr",
@@ -68,9 +70,10 @@ def ctc_loss(logits: torch.Tensor, texts: list[str], vocab: str) -> torch.Tensor
     """Mean per-glyph CTC loss; empty targets (nothing centred in the crop) are allowed."""
     index = {c: i for i, c in enumerate(vocab)}
     targets = torch.tensor([index[c] for t in texts for c in t], dtype=torch.long)
-    lengths = torch.tensor([len(t) for t in texts], dtype=torch.long)
+    lengths = torch.tensor([len(t) for t in texts], dtype=torch.long, device=logits.device)
     log_probs = logits.log_softmax(-1).transpose(0, 1)  # T, B, C
-    steps = torch.full((logits.shape[0],), logits.shape[1], dtype=torch.long)
+    steps = torch.full((logits.shape[0],), logits.shape[1], dtype=torch.long, device=logits.device)
+    targets = targets.to(logits.device)
     loss = F.ctc_loss(
         log_probs, targets, steps, lengths, blank=len(vocab), reduction="none", zero_infinity=True
     )
@@ -101,7 +104,7 @@ def validate(model: torch.nn.Module, val: dict[str, Any], vocab: str) -> dict[st
     out: dict[str, float] = {}
     with torch.inference_mode():
         for region in ("name", "footer"):
-            reads = ctc_greedy(crnn_logits(model, val[region]).softmax(-1), vocab)
+            reads = ctc_greedy(crnn_logits(model, val[region]).softmax(-1).cpu(), vocab)
             truth = val[f"{region}_text"]
             out[f"val_{region}_acc"] = float(np.mean([r[0] == t for r, t in zip(reads, truth, strict=True)]))
             errors = sum(Levenshtein.distance(r[0], t) for r, t in zip(reads, truth, strict=True))
@@ -159,7 +162,7 @@ def export(cfg: dict[str, Any], model: torch.nn.Module, run: Path, summary: dict
     """fp16 state dict with arch, vocab and kwargs (what PrintReader needs), plus the JSON manifest."""
     path = Path(cfg["export"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()}
+    state = {k: (v.half() if v.is_floating_point() else v).cpu() for k, v in model.state_dict().items()}
     blob = {
         "arch": cfg["arch"],
         "vocab": cfg["vocab"],
@@ -184,6 +187,10 @@ def export(cfg: dict[str, Any], model: torch.nn.Module, run: Path, summary: dict
     return path
 
 
+def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path)
@@ -193,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = resolve_config(DEFAULTS, args.config, args.set)
     torch.set_num_threads(cfg["threads"])
+    device = torch.device(resolve_device(cfg["device"]))
     cv2.setNumThreads(0)  # OpenCV's thread pool does not survive the fork into the data worker (it hangs)
     torch.manual_seed(0)
     run = REPO / cfg["runs"] / cfg["name"]
@@ -212,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
 
     model = build_model(cfg["arch"], cfg["vocab"], **cfg["model_kwargs"])
     mean, std = model.cfg["mean"], model.cfg["std"]
-    val = collate(val_rows, (mean, std))
+    val = to_device(collate(val_rows, (mean, std)), device)
+    model.to(device)
     with torch.no_grad():
         width = crnn_features(model.eval(), val["footer"][:1]).shape[-1]
-    aux = torch.nn.Linear(width, len(cfg["vocab"]) + 1)  # training-only glyph head on the backbone
+    aux = torch.nn.Linear(width, len(cfg["vocab"]) + 1).to(device)  # training-only glyph head
     for module in model.modules():  # docTR's 0.01 leaves eval-mode statistics stale for a short run
         if isinstance(module, torch.nn.BatchNorm2d):
             module.momentum = cfg["bn_momentum"]
@@ -233,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     start, trained_s = 0, 0.0
     ckpt = run / "last.pt"
     if ckpt.exists() and not args.fresh:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        state = torch.load(ckpt, map_location=device, weights_only=False)
         model.load_state_dict(state["model"])
         aux.load_state_dict(state["aux"])
         opt.load_state_dict(state["opt"])
@@ -254,13 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     batches = LineBatches(
         sampler, cfg["batch"], range(start, cfg["steps"]), cfg["ramp_steps"], (mean, std), cfg["seed_offset"]
     )
-    loader = torch.utils.data.DataLoader(batches, batch_size=None, num_workers=cfg["workers"])
+    loader = torch.utils.data.DataLoader(
+        batches, batch_size=None, num_workers=cfg["workers"], pin_memory=device.type == "cuda"
+    )
     model.train()
     session_start, last = time.time(), time.time()
     step = start
     with (run / "metrics.jsonl").open("a") as log:
         bar = tqdm(loader, total=cfg["steps"] - start, desc=f"ocr {cfg['name']}", unit="step")
         for step, batch in enumerate(bar, start=start + 1):
+            batch = to_device(batch, device)
             loss_name, frames_name = line_loss(model, aux, batch, "name", cfg)
             loss_footer, frames_footer = line_loss(model, aux, batch, "footer", cfg)
             opt.zero_grad(set_to_none=True)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Train the print reader and the detector side by side on one GPU box (the lent H100 has 16 cores: the
+# photos and text crops are made on the CPU by 9 + 5 data workers while both networks train on the GPU).
+#   bash training/gpu_train.sh start      render the catalog faces (cached, all cores), start both runs
+#   bash training/gpu_train.sh wait [S]   block until both runs end, or S seconds (default 540) pass
+#   bash training/gpu_train.sh status     the tail of both logs
+# Runs land in runs/ocr/crnn-mbv3s-gpu and runs/detector/unet224-v3 (resumable), logs in runs/gpu-*.log.
+# The OCR run exports models/weights/ocr.pt when it ends; export the detector with
+#   python -m training.detector.export --run runs/detector/unet224-v3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+TRAINERS="training\.(ocr|detector)\.train"
+case "${1:-}" in
+  start)
+    mkdir -p runs
+    "$PY" -m training.renders --workers "$(nproc)"
+    setsid nohup "$PY" -m training.ocr.train --config training/ocr/gpu.yaml \
+      >runs/gpu-ocr.log 2>&1 </dev/null &
+    setsid nohup "$PY" -m training.detector.train --config training/detector/gpu.yaml \
+      --init models/weights/detector.pt >runs/gpu-detector.log 2>&1 </dev/null &
+    sleep 2
+    ;;
+  wait)
+    deadline=$((SECONDS + ${2:-540}))
+    while pgrep -f "$TRAINERS" >/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 5; done
+    ;;
+  status)
+    for log in runs/gpu-*.log; do echo "== $log"; tail -c 1500 "$log" | tr '\r' '\n' | tail -8; done
+    ;;
+  *)
+    sed -n 2,9p "$0"
+    exit 2
+    ;;
+esac
