@@ -400,6 +400,9 @@ class LineSampler:
         self.faces, self.texts, self.ids, self.cfg = faces, texts, ids, cfg
         self.coded = [i for i in ids if texts[i].set_code]  # for `p_coded`: faces whose footer has a code box
         renderer = load_renderer()
+        # The renderer opens a font file per call; at GPU-box sample rates (~100/s per worker) a data worker
+        # died after ~7 min with "cannot open resource". Sizes are small integers, so a cache is bounded.
+        renderer._font = functools.lru_cache(maxsize=256)(renderer._font)
         codes = sorted({t.set_code for t in texts.values() if t.set_code})
         names = sorted({t.name for t in texts.values()})
         self.synth = Synth(renderer, codes, names)
