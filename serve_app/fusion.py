@@ -60,9 +60,11 @@ class Read:
 @dataclass(frozen=True)
 class Thresholds:
     """Cosine cut-offs from the embedder's full-catalog evaluation (models/weights/embedder.json): the
-    right artwork scores >= 0.889 in 95% of held-out photos, the best wrong one <= 0.932 in 95%."""
+    right artwork scores >= 0.889 in 95% of held-out photos, the best wrong one <= 0.932 in 95%. The
+    field floor was chosen on validation photos (benchmarks/fusion_sweep.py): 0.7 halved the confident
+    wrong answers of 0.5 and 0.8 and read the most reprints right; the cosine cut-offs moved nothing."""
 
-    field_confidence: float = 0.5  # a field read below this is treated as unread
+    field_confidence: float = 0.7  # a field read below this is treated as unread
     min_similarity: float = 0.80  # below this nothing "looks close"
     accept: float = 0.95  # picture alone: accept one card at or above this...
     margin: float = 0.03  # ...when the next different artwork is at least this far below

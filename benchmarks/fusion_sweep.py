@@ -1,0 +1,150 @@
+"""Choose the fusion thresholds on a validation split, not on the benchmark's photos.
+
+Syncs the full catalog into a fresh SQLite deployment and builds its index with the real CLI, then sends
+validation photos (seeds 20,000,000+; the accuracy benchmark uses 10-12,000,000 and training stays below
+9,000,000) once through the real models in-process, in the steps `ScanService.scan` takes (locate,
+rectify, search both turns and keep the better, read that face). `fusion.decide` is then replayed for
+every threshold setting on a grid, and each setting's top-1, top-5, single-match and confident-wrong
+rates are printed and written to JSON.
+
+    .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
+
+from catalog_api.feed import feed_path, read_jsonl
+from serve_app.fusion import PrintTable, Read, Thresholds, decide
+from tests.harness import REPO, SHARED_CATALOG, Service, create_database
+from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
+
+SEED_BASE = 20_000_000
+GRID = {
+    "field_confidence": (0.5, 0.7, 0.8),
+    "accept_with_print": (0.82, 0.86, 0.90),
+    "accept": (0.95, 0.97),
+    "margin": (0.03, 0.06),
+}
+
+
+def build_index(tmp: Path) -> Path:
+    """The real CLI path: a fresh SQLite deployment, catalog sync with images, `index build`."""
+    faces = DEFAULT_CACHE / "catalog"
+    service = Service(create_database("sqlite", tmp), tmp / "data")
+    service.cli("db", "upgrade")
+    service.cli("catalog", "sync", "--from", str(SHARED_CATALOG), "--images", str(faces), "--quiet")
+    service.cli("index", "build", "--quiet")
+    return tmp / "data" / "index"
+
+
+def observe(index_dir: Path, jobs: list[dict[str, Any]]) -> None:
+    """Run each photo through the models once; keep what `decide` needs (hits and the read)."""
+    from models.detector import CardDetector, rectify
+    from models.embedder import CardEmbedder
+    from models.index import CardIndex
+    from models.ocr import PrintReader
+    from training.synth import make_nocard_photo, make_photo
+
+    detector, embedder, reader = CardDetector(), CardEmbedder(), PrintReader()
+    index = CardIndex.load(index_dir)
+    for job in tqdm(jobs, desc="photos", unit=" photos"):
+        if job["kind"] == "nocard":
+            photo = make_nocard_photo(job["seed"])
+        else:
+            face = np.asarray(Image.open(job["face"]).convert("RGB"))
+            photo = make_photo(face, job["seed"], job["kind"])
+        quad = detector.locate_batch([photo.image])[0]
+        job["hits"], job["read"] = [], None
+        if quad is None:
+            continue
+        face = rectify(photo.image, quad)
+        turned = np.ascontiguousarray(face[::-1, ::-1])
+        upright, upside_down = index.search(embedder.embed_batch([face, turned]), 32)
+        top = [hits[0][1] if hits else -1.0 for hits in (upright, upside_down)]
+        best_face, job["hits"] = (face, upright) if top[0] >= top[1] else (turned, upside_down)
+        job["read"] = dataclasses.asdict(reader.read_batch([best_face])[0])
+
+
+def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[str, float]:
+    cards = [j for j in jobs if j["kind"] != "nocard"]
+    out: dict[str, float] = {}
+    single_wrong = nocard_false = 0
+    by_kind: dict[str, list[int]] = {}
+    for job in jobs:
+        read = Read(**job["read"]) if job["read"] else None
+        matches = [cid for cid, _ in decide(dict(job["hits"]), read, table, t).matches]
+        if job["kind"] == "nocard":
+            nocard_false += bool(matches)
+            continue
+        key = f"{job['kind']}.{job['artwork']}"
+        top1, top5 = bool(matches) and matches[0] == job["card_id"], job["card_id"] in matches
+        by_kind.setdefault(key, []).append((top1, top5))  # type: ignore[arg-type]
+        single_wrong += len(matches) == 1 and matches[0] != job["card_id"]
+    for key, rows in sorted(by_kind.items()):
+        out[f"{key}.top1"] = float(np.mean([r[0] for r in rows]))
+        out[f"{key}.top5"] = float(np.mean([r[1] for r in rows]))
+    out["confident_wrong"] = single_wrong / max(1, len(cards))
+    out["nocard_false"] = nocard_false / max(1, len(jobs) - len(cards))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--standard", type=int, default=300)
+    parser.add_argument("--hard", type=int, default=200)
+    parser.add_argument("--nocard", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
+    args = parser.parse_args()
+    from benchmarks.scan_accuracy import sample_cards
+
+    manifest = read_manifest(render_catalog(SHARED_CATALOG, DEFAULT_CACHE / "catalog", progress=False))
+    card_ids = sorted(c["id"] for c in read_jsonl(feed_path(SHARED_CATALOG, "cards")) if c["id"] in manifest)
+    groups = Counter(manifest[c]["artwork_key"] for c in card_ids)
+    jobs: list[dict[str, Any]] = []
+    for kind, count, offset in (("standard", args.standard, 0), ("hard", args.hard, 1_000_000)):
+        for i, card_id in enumerate(sample_cards(card_ids, manifest, count, SEED_BASE + offset)):
+            artwork = "shared" if groups[manifest[card_id]["artwork_key"]] > 1 else "unique"
+            face = str(DEFAULT_CACHE / "catalog" / card_id / "high.jpg")
+            jobs.append({"kind": kind, "card_id": card_id, "artwork": artwork, "face": face})
+            jobs[-1]["seed"] = SEED_BASE + offset + i
+    jobs += [{"kind": "nocard", "seed": SEED_BASE + 2_000_000 + i} for i in range(args.nocard)]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cardcat-fusion-") as tmp:
+        index_dir = build_index(Path(tmp))
+        table = PrintTable.from_records(json.loads((index_dir / "cards.json").read_text()))
+        observe(index_dir, jobs)
+    print(f"observed {len(jobs)} photos in {time.perf_counter() - started:.0f} s")
+    rows = []
+    for values in itertools.product(*GRID.values()):
+        setting = dict(zip(GRID, values, strict=True))
+        rows.append({"thresholds": setting, **score(jobs, table, Thresholds(**setting))})
+    keys = [k for k in rows[0] if k != "thresholds"]
+    print(" | ".join(["conf", "w/print", "accept", "margin", *(k.replace(".top", " t") for k in keys)]))
+    for row in sorted(rows, key=lambda r: (r["confident_wrong"], -r["standard.shared.top1"])):
+        cells = [f"{v:.2f}" for v in row["thresholds"].values()] + [f"{row[k]:.3f}" for k in keys]
+        print(" | ".join(cells))
+    default = {f.name: f.default for f in dataclasses.fields(Thresholds) if f.name in GRID}
+    report = {"default": default, "seed_base": SEED_BASE, "rows": rows}
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
