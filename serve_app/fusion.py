@@ -135,6 +135,20 @@ def _total(value: str | None) -> str | None:
     return str(int(digits)) if digits.isdigit() else None
 
 
+# Glyph pairs the reader confuses in the code box: the H100-trained weights read every ASR as A5R.
+_CONFUSABLE = dict(zip("5S0O1I8B2Z6G", "S5O0I1B8Z2G6", strict=True))
+
+
+def snap_code(code: str, known: set[str]) -> str | None:
+    """A read set code as a known one: itself, or the only known code one confusable glyph swap away
+    (5/S, 0/O, 1/I, 8/B, 2/Z, 6/G); None when it names no expansion either way."""
+    if code in known:
+        return code
+    swaps = {code[:i] + _CONFUSABLE[ch] + code[i + 1 :] for i, ch in enumerate(code) if ch in _CONFUSABLE}
+    options = swaps & known
+    return options.pop() if len(options) == 1 else None
+
+
 def interpret(read: Read | None, table: PrintTable, t: Thresholds) -> Print:
     if read is None:
         return Print()
@@ -147,8 +161,8 @@ def interpret(read: Read | None, table: PrintTable, t: Thresholds) -> Print:
         total = None
     confident_code = read.set_code and read.set_code_confidence >= t.field_confidence
     code = read.set_code.strip().upper() if read.set_code and confident_code else None
-    if code is not None and code not in table.codes:
-        code = None
+    if code is not None:
+        code = snap_code(code, table.codes)
     if (
         number is not None
         and code is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from serve_app.fusion import CardPrint, PrintTable, Read, decide, number_key
+from serve_app.fusion import CardPrint, PrintTable, Read, decide, number_key, snap_code
 
 TABLE = PrintTable(
     [
@@ -83,6 +83,16 @@ def test_text_that_matches_no_card_is_discarded():
     # "999" and "ZZZ" point at no catalog card: the read is dropped and the picture decides.
     decision = decide(similar, read("999", "ZZZ"), TABLE)
     assert decision.matches == [("base1-2", 0.97)]
+
+
+def test_a_code_one_confusable_glyph_off_counts_as_that_code():
+    assert snap_code("A5R", {"ASR", "BS"}) == "ASR" and snap_code("8S", {"BS", "B2"}) == "BS"
+    assert snap_code("BS", {"BS", "B5"}) == "BS"  # a known code stays itself
+    assert snap_code("Q5", {"BS"}) is None  # not one swap from any code
+    assert snap_code("5O", {"SO", "50"}) is None  # one swap from two codes: ambiguous, dropped
+    # "B5" is one swap from BS alone, so it tells Charizard's reprints apart like BS would.
+    decision = decide({"base1-4": 0.96, "base4-4": 0.97}, read("4", "B5"), TABLE)
+    assert decision.matches == [("base1-4", 0.96)]
 
 
 def test_print_restricts_candidates_even_against_a_higher_similarity():

@@ -16,11 +16,11 @@ from training.synth import BENCH_SEED_BASE, load_face, make_nocard_photo, make_p
 N_FACES = 6
 N_PHOTOS = 30
 N_NOCARD = 20
-# Measured with the shipped weights (unet224-v2, 57 CPU minutes in all) on these photos: 30/30 found, all
-# within 5% of the card height (mean error 0.29%, worst 1.14%); 0/20 no-card photos gave a quad. The benchmark
-# (models/weights/detector.json, 300 photos a kind) says 98.7% found and 97.3% within 5% on standard photos,
-# 0.3% false detections. The bars leave room for a retrained model's noise (27/30, 0.8%, 1/20) while still
-# failing the previous weights (22/30 within 5%, 2/20 false quads).
+# Set with unet224-v2 (57 CPU minutes in all) on these photos: 30/30 found, all within 5% of the card
+# height (mean error 0.29%, worst 1.14%); 0/20 no-card photos gave a quad. The shipped unet224-v3 (19 more
+# minutes on an H100) benchmarks 99.7% found and 99.7% within 5% on standard photos, 0.3% false detections
+# (models/weights/detector.json, 300 photos a kind). The bars leave room for a retrained model's noise
+# (27/30, 0.8%, 1/20) while still failing the weights before v2 (22/30 within 5%, 2/20 false quads).
 MIN_GOOD = 0.9
 GOOD_PCT = 5.0
 MAX_MEAN_GOOD_PCT = 0.8

@@ -18,6 +18,7 @@ from rapidfuzz import fuzz
 
 from catalog_api.feed import feed_path, read_jsonl
 from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model, vote
+from serve_app.fusion import snap_code
 from tests.harness import SHARED_CATALOG, require_shared
 from training.ocr.data import CardText, catalog_texts, read_face
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
@@ -63,15 +64,21 @@ def test_numbers_and_set_codes_read_exactly_on_clean_faces(
         (r.number or "") + (f"/{r.printed_total}" if r.printed_total else "") == c.number
         for r, c in zip(reads, cards, strict=True)
     ]
-    code = [r.set_code == c.set_code for r, c in zip(reads, cards, strict=True)]
+    # as the scanner takes it: snapped to the catalog's codes (the shipped weights read ASR as A5R)
+    codes = {t.set_code for t in catalog_texts(SHARED_CATALOG).values() if t.set_code}
+    code = [
+        (snap_code(r.set_code, codes) if r.set_code else None) == c.set_code
+        for r, c in zip(reads, cards, strict=True)
+    ]
     name = [fuzz.ratio(r.name or "", c.name) >= 80 for r, c in zip(reads, cards, strict=True)]
     misread = [
         (c.number, r.number, r.printed_total) for r, c, ok in zip(reads, cards, number, strict=True) if not ok
     ]
-    # measured with the shipped weights on these 60 faces: number 0.75, set code 0.85, name 0.85
-    assert np.mean(number) >= 0.65, misread
-    assert np.mean(code) >= 0.75
-    assert np.mean(name) >= 0.75
+    # measured with the shipped weights on these 60 faces: number 0.98, set code 0.93 (0.73 unsnapped),
+    # name 1.00; the previous (CPU-trained) weights: 0.75, 0.85, 0.85
+    assert np.mean(number) >= 0.88, misread
+    assert np.mean(code) >= 0.83
+    assert np.mean(name) >= 0.9
 
 
 def test_blank_face_reads_nothing(reader: PrintReader) -> None:
