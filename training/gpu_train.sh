@@ -5,8 +5,11 @@
 #   bash training/gpu_train.sh wait [S]   block until both runs end, or S seconds (default 540) pass
 #   bash training/gpu_train.sh status     the tail of both logs
 # Runs land in runs/ocr/crnn-mbv3s-gpu and runs/detector/unet224-v3 (resumable), logs in runs/gpu-*.log.
-# The OCR run exports models/weights/ocr.pt when it ends; export the detector with
-#   python -m training.detector.export --run runs/detector/unet224-v3
+# The OCR run exports models/weights/ocr.pt when it ends; then re-average its BatchNorm statistics and
+# export the detector (both evaluate on held-out cards):
+#   python -m training.ocr.recalibrate && python -m training.ocr.evaluate --count 500
+#   python -m training.detector.export --run runs/detector/unet224-v3 --set refine_passes=4 \
+#     --set min_fit=0.75 --set rect_fallback=true --set extra_threshold=0.6
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -29,7 +32,7 @@ case "${1:-}" in
     for log in runs/gpu-*.log; do echo "== $log"; tail -c 1500 "$log" | tr '\r' '\n' | tail -8; done
     ;;
   *)
-    sed -n 2,9p "$0"
+    sed -n 2,12p "$0"
     exit 2
     ;;
 esac

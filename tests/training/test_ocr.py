@@ -132,3 +132,28 @@ def test_name_offsets_vote_footer_keeps_its_most_confident_read(
     (read,) = reader.read_batch([np.full((838, 600, 3), 200, np.uint8)])
     assert read.name == "Pikachu"
     assert read.set_code == "BCR" and read.number == "116" and read.printed_total == "149"
+
+
+def test_data_workers_share_the_steps_and_keep_their_order(tmp_path: Path) -> None:
+    """Many DataLoader workers (the GPU box runs 9) give the very batches, in the very order, of one."""
+    require_shared()
+    import cv2
+
+    from training.ocr.data import LineBatches, LineSampler
+
+    cv2.setNumThreads(0)  # OpenCV's thread pool does not survive the fork into the workers
+    render_catalog(SHARED_CATALOG, tmp_path, expansions=["base1"], limit=4, workers=1, progress=False)
+    texts = catalog_texts(SHARED_CATALOG)
+    ids = sorted(read_manifest(tmp_path / "manifest.jsonl"))
+    cfg = {"p_negative": 0.1, "p_background": 0.0, "p_synthetic": 0.3, "p_degrade": 0.7, "p_coded": 0.0}
+    batches = LineBatches(LineSampler(tmp_path, texts, ids, cfg), 2, range(5), 1, ((0.5,) * 3, (0.2,) * 3))
+
+    def run(workers: int) -> list[dict]:
+        return list(torch.utils.data.DataLoader(batches, batch_size=None, num_workers=workers))
+
+    one, three = run(0), run(3)
+    assert len(one) == len(three) == 5
+    for a, b in zip(one, three, strict=True):
+        assert a["name_text"] == b["name_text"] and a["footer_text"] == b["footer_text"]
+        assert torch.equal(a["name"], b["name"]) and torch.equal(a["footer_frames"], b["footer_frames"])
+    assert len({tuple(b["name_text"]) for b in one}) > 1  # different steps, different samples
