@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     faces, held = face_paths(manifest), face_paths(manifest, holdout=True)
     print(f"{len(faces)} training faces, {len(held)} held out; run dir {run}")
 
-    net = build_net(DetectorConfig.from_dict(cfg["model"])).to(device, memory_format=torch.channels_last)
+    net = build_net(DetectorConfig.from_dict(cfg["model"])).to(device).to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
     step, elapsed = 0, 0.0
     ckpt = run / "last.pt"

@@ -402,7 +402,7 @@ class LineSampler:
         renderer = load_renderer()
         # The renderer opens a font file per call; at GPU-box sample rates (~100/s per worker) a data worker
         # died after ~7 min with "cannot open resource". Sizes are small integers, so a cache is bounded.
-        renderer._font = functools.lru_cache(maxsize=256)(renderer._font)
+        renderer.__dict__["_font"] = functools.lru_cache(maxsize=256)(renderer.__dict__["_font"])
         codes = sorted({t.set_code for t in texts.values() if t.set_code})
         names = sorted({t.name for t in texts.values()})
         self.synth = Synth(renderer, codes, names)

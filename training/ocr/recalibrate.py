@@ -18,7 +18,7 @@ from typing import Any
 import cv2
 import torch
 
-from models.ocr import WEIGHTS, _state_dict, build_model
+from models.ocr import WEIGHTS, Recognizer, _state_dict, build_model
 from training.ocr.data import VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
 from training.ocr.train import DEFAULTS, VAL_SEED_BASE, validate
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
@@ -26,7 +26,7 @@ from training.renders import DEFAULT_CACHE, SHARED, read_manifest
 SEED_OFFSET = 120_000  # in 64-sample steps: seeds 7,680,000+, past every training run so far
 
 
-def recalibrate(model: torch.nn.Module, sampler: LineSampler, batches: int, workers: int) -> None:
+def recalibrate(model: Recognizer, sampler: LineSampler, batches: int, workers: int) -> None:
     """Cumulative (equal-weight) BatchNorm averages over name and footer batches, in train mode."""
     norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     for module in norms:
