@@ -294,6 +294,21 @@ def events_deliver(once: bool, exit_with_parent: bool) -> None:
     click.echo(json.dumps(counts))
 
 
+@events.command("prune")
+@click.option("--older-than-days", type=click.IntRange(min=1), default=30, show_default=True)
+def events_prune(older_than_days: int) -> None:
+    """Delete delivered events older than this (run it daily); events still owed to an endpoint stay."""
+    from datetime import timedelta
+
+    from catalog_api.db import make_engine
+    from catalog_api.events import prune
+
+    engine = make_engine(get_settings())
+    pruned = prune(engine, timedelta(days=older_than_days))
+    engine.dispose()
+    click.echo(json.dumps({"pruned": pruned}))
+
+
 def _start_deliverer() -> Any:
     """`cardcat events deliver` as a child of `serve` (one, whatever the number of uvicorn workers)."""
     import subprocess

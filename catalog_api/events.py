@@ -15,11 +15,11 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import DateTime, Integer, insert, literal, select
+from sqlalchemy import DateTime, Integer, delete, insert, literal, select
 from sqlalchemy.orm import Session
 
 from catalog_api import records
@@ -39,6 +39,8 @@ from catalog_api.prices import CONDITION_ORDER
 from catalog_api.repository import SUMMARY_COLUMNS
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from catalog_api.sync import SyncReport
 
 GAME = "cardgame"
@@ -136,6 +138,17 @@ def _write(session: Session, event_id: str, name: str, now: datetime, body: str)
     session.execute(
         insert(Delivery).from_select(["event_seq", "endpoint_id", "attempts", "next_attempt_at"], owed)
     )
+
+
+def prune(engine: Engine, older_than: timedelta, now: datetime | None = None) -> int:
+    """Delete the events older than `older_than` that no endpoint is still owed, with their delivery rows;
+    returns how many went. An event a disabled endpoint has not received stays for `webhooks enable`."""
+    cutoff = (now or datetime.now(UTC)) - older_than
+    owed = select(Delivery.event_seq).where(Delivery.delivered_at.is_(None))
+    done = select(Event.seq).where(Event.created_at < cutoff, Event.seq.not_in(owed))
+    with engine.begin() as conn:
+        conn.execute(delete(Delivery).where(Delivery.event_seq.in_(done)))
+        return conn.execute(delete(Event).where(Event.seq.in_(done))).rowcount
 
 
 def emit_catalog_changes(session: Session, report: SyncReport, public_url: str) -> list[str]:

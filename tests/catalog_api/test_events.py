@@ -719,6 +719,33 @@ def test_serve_runs_the_deliverer_and_stops_it(
     eventually(lambda: _assert(not Path(f"/proc/{child}").exists()), timeout=15)
 
 
+def test_prune_drops_old_delivered_events_and_keeps_what_an_endpoint_is_owed(
+    deployment: Deployment, receiver: tuple[Receiver, int]
+) -> None:
+    hook, endpoint = receiver
+    hook.status = 503
+    since = deployment.last_seq()
+    rename_three_things(deployment, "prune")
+    owed = [seq for seq, _, _ in deployment.outbox_after(since)]
+    assert len(owed) == 3 and deployment.pending(endpoint) == 3
+    # Everything but the newest older event becomes 40 days old, the three owed ones included.
+    aged = deployment.sql(
+        "UPDATE events SET created_at = created_at - interval '40 days' WHERE seq <> %s RETURNING seq", since
+    )
+    assert len(aged) > 3
+
+    def prune() -> int:
+        out = deployment.service.cli("events", "prune", "--older-than-days", "30").stdout
+        return int(json.loads(out)["pruned"])
+
+    assert prune() == len(aged) - 3
+    assert [r[0] for r in deployment.sql("SELECT seq FROM events ORDER BY seq")] == [since, *owed]
+    hook.status = 200
+    assert deployment.deliver_once()["delivered"] == 3  # what was owed still arrives
+    assert prune() == 3 and deployment.last_seq() == since  # and, once delivered, goes too
+    assert not deployment.sql("SELECT 1 FROM deliveries WHERE event_seq <> %s", since)
+
+
 def _assert(condition: bool) -> None:
     assert condition
 
