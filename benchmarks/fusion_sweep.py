@@ -30,7 +30,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
 from catalog_api.feed import feed_path, read_jsonl
-from serve_app.fusion import PrintTable, Read, Thresholds, decide
+from serve_app.fusion import PrintTable, Read, Thresholds, better_turn, decide
 from tests.harness import REPO, SHARED_CATALOG, Service, create_database
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
@@ -76,31 +76,25 @@ def observe(index_dir: Path, jobs: list[dict[str, Any]]) -> None:
         face = rectify(photo.image, quad)
         turned = np.ascontiguousarray(face[::-1, ::-1])
         upright, upside_down = index.search(embedder.embed_batch([face, turned]), 32)
-        top = [hits[0][1] if hits else -1.0 for hits in (upright, upside_down)]
-        best_face, job["hits"] = (face, upright) if top[0] >= top[1] else (turned, upside_down)
+        best_face, job["hits"] = better_turn(face, turned, upright, upside_down)
         job["read"] = dataclasses.asdict(reader.read_batch([best_face])[0])
 
 
 def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[str, float]:
-    cards = [j for j in jobs if j["kind"] != "nocard"]
-    out: dict[str, float] = {}
-    single_wrong = nocard_false = 0
-    by_kind: dict[str, list[int]] = {}
+    """The accuracy benchmark's rates (`scan_accuracy.rates`) for one threshold setting."""
+    from benchmarks.scan_accuracy import rates
+
     for job in jobs:
         read = Read(**job["read"]) if job["read"] else None
-        matches = [cid for cid, _ in decide(dict(job["hits"]), read, table, t).matches]
-        if job["kind"] == "nocard":
-            nocard_false += bool(matches)
-            continue
-        key = f"{job['kind']}.{job['artwork']}"
-        top1, top5 = bool(matches) and matches[0] == job["card_id"], job["card_id"] in matches
-        by_kind.setdefault(key, []).append((top1, top5))  # type: ignore[arg-type]
-        single_wrong += len(matches) == 1 and matches[0] != job["card_id"]
-    for key, rows in sorted(by_kind.items()):
-        out[f"{key}.top1"] = float(np.mean([r[0] for r in rows]))
-        out[f"{key}.top5"] = float(np.mean([r[1] for r in rows]))
-    out["confident_wrong"] = single_wrong / max(1, len(cards))
-    out["nocard_false"] = nocard_false / max(1, len(jobs) - len(cards))
+        job["matches"] = [cid for cid, _ in decide(dict(job["hits"]), read, table, t).matches]
+    cards = [j for j in jobs if j["kind"] != "nocard"]
+    out: dict[str, float] = {}
+    for key in sorted({f"{j['kind']}.{j['artwork']}" for j in cards}):
+        split = rates([j for j in cards if f"{j['kind']}.{j['artwork']}" == key])
+        out[f"{key}.top1"], out[f"{key}.top5"] = split["top1"], split["top5"]
+    out["confident_wrong"] = rates(cards)["confident_wrong"]
+    nocard = [j for j in jobs if j["kind"] == "nocard"]
+    out["nocard_false"] = sum(1 for j in nocard if j["matches"]) / max(1, len(nocard))
     return out
 
 
@@ -130,7 +124,7 @@ def main() -> int:
         table = PrintTable.from_records(json.loads((index_dir / "cards.json").read_text()))
         observe(index_dir, jobs)
     print(f"observed {len(jobs)} photos in {time.perf_counter() - started:.0f} s")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for values in itertools.product(*GRID.values()):
         setting = dict(zip(GRID, values, strict=True))
         rows.append({"thresholds": setting, **score(jobs, table, Thresholds(**setting))})

@@ -326,8 +326,7 @@ def mark_synced(
         state = FeedState(feed=feed_name, version=0)
         session.add(state)
     state.synced_at = datetime.now(UTC)
-    if feed_name != "catalog":
-        state.observed_on = observed_on
+    state.observed_on = observed_on
     if changed or state.version == 0:
         state.version = (state.version or 0) + 1
     state.details = details

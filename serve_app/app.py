@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse
 
 from catalog_api.errors import APIError
 from serve_app.config import ScanConfig, resolve_device
-from serve_app.fusion import Decision, PrintTable, Read, Thresholds, decide
+from serve_app.fusion import Decision, PrintTable, Read, Thresholds, better_turn, decide
 from serve_app.intake import decode_image
 
 log = logging.getLogger("cardcat.scan")
@@ -207,14 +207,10 @@ class ScanService:
         upright, upside_down = await asyncio.gather(
             self.embedder.search.remote(face), self.embedder.search.remote(turned)
         )
-        best_face, hits = (face, upright) if _top(upright) >= _top(upside_down) else (turned, upside_down)
+        best_face, hits = better_turn(face, turned, upright, upside_down)
         read = await self.reader.read.remote(best_face)
         similar = dict(hits)
         return decide(similar, Read(**read), self.table, self.thresholds)
-
-
-def _top(hits: list[tuple[str, float]]) -> float:
-    return hits[0][1] if hits else -1.0
 
 
 def build_app(args: dict[str, Any]) -> Any:

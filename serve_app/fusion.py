@@ -236,6 +236,15 @@ def decide(
     return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
 
 
+def better_turn(
+    face: Any, turned: Any, upright: list[tuple[str, float]], upside_down: list[tuple[str, float]]
+) -> tuple[Any, list[tuple[str, float]]]:
+    """The face the right way up, with its hits: the one whose best catalog match is closer (the detector
+    leaves open which short side is the top)."""
+    best = [hits[0][1] if hits else -1.0 for hits in (upright, upside_down)]
+    return (face, upright) if best[0] >= best[1] else (turned, upside_down)
+
+
 def _score(similarity: float) -> float:
     return round(min(1.0, max(0.0, similarity)), 4)
 

@@ -19,9 +19,9 @@ import cv2
 import torch
 
 from models.ocr import WEIGHTS, Recognizer, _state_dict, build_model
-from training.ocr.data import VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
-from training.ocr.train import DEFAULTS, VAL_SEED_BASE, validate
-from training.renders import DEFAULT_CACHE, SHARED, read_manifest
+from training.ocr.data import VOCAB, LineBatches, LineSampler, collate
+from training.ocr.train import DEFAULTS, VAL_SEED_BASE, line_samplers, validate
+from training.renders import DEFAULT_CACHE, SHARED
 
 SEED_OFFSET = 120_000  # in 64-sample steps: seeds 7,680,000+, past every training run so far
 
@@ -59,18 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     state = _state_dict(blob)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
 
-    texts = catalog_texts(args.catalog)
-    rendered = read_manifest(args.faces / "manifest.jsonl")
-    train_ids = sorted(i for i in rendered if i in texts and not is_eval_card(i))
-    eval_ids = sorted(i for i in rendered if i in texts and is_eval_card(i))
-    data_cfg = DEFAULTS["data"] | {"p_coded": 0.4}
-    val_sampler = LineSampler(
-        args.faces, texts, eval_ids, {**data_cfg, "p_background": 0.0, "p_synthetic": 0.0, "p_coded": 0.0}
-    )
+    sampler, val_sampler = line_samplers(args.faces, args.catalog, DEFAULTS["data"] | {"p_coded": 0.4})
     norm = (model.cfg["mean"], model.cfg["std"])
     val = collate([val_sampler(VAL_SEED_BASE + i) for i in range(256)], norm)
     before = validate(model.eval(), val, vocab)
-    recalibrate(model, LineSampler(args.faces, texts, train_ids, data_cfg), args.batches, args.workers)
+    recalibrate(model, sampler, args.batches, args.workers)
     after = validate(model, val, vocab)
     print(json.dumps({"before": before, "after": after}, indent=1))
 

@@ -69,11 +69,11 @@ DEFAULTS: dict[str, Any] = {
 def ctc_loss(logits: torch.Tensor, texts: list[str], vocab: str) -> torch.Tensor:
     """Mean per-glyph CTC loss; empty targets (nothing centred in the crop) are allowed."""
     index = {c: i for i, c in enumerate(vocab)}
-    targets = torch.tensor([index[c] for t in texts for c in t], dtype=torch.long)
-    lengths = torch.tensor([len(t) for t in texts], dtype=torch.long, device=logits.device)
+    device = logits.device
+    targets = torch.tensor([index[c] for t in texts for c in t], dtype=torch.long, device=device)
+    lengths = torch.tensor([len(t) for t in texts], dtype=torch.long, device=device)
     log_probs = logits.log_softmax(-1).transpose(0, 1)  # T, B, C
-    steps = torch.full((logits.shape[0],), logits.shape[1], dtype=torch.long, device=logits.device)
-    targets = targets.to(logits.device)
+    steps = torch.full((logits.shape[0],), logits.shape[1], dtype=torch.long, device=device)
     loss = F.ctc_loss(
         log_probs, targets, steps, lengths, blank=len(vocab), reduction="none", zero_infinity=True
     )
@@ -187,6 +187,17 @@ def export(cfg: dict[str, Any], model: torch.nn.Module, run: Path, summary: dict
     return path
 
 
+def line_samplers(faces: Path, catalog: Path, data: dict[str, Any]) -> tuple[LineSampler, LineSampler]:
+    """Training lines from the rendered cards outside the held-out split; validation lines from inside it,
+    always from real faces (no backgrounds, synthetic bands or set-code boost)."""
+    texts = catalog_texts(catalog)
+    rendered = read_manifest(faces / "manifest.jsonl")
+    train_ids = sorted(i for i in rendered if i in texts and not is_eval_card(i))
+    eval_ids = sorted(i for i in rendered if i in texts and is_eval_card(i))
+    clean = {**data, "p_background": 0.0, "p_synthetic": 0.0, "p_coded": 0.0}
+    return LineSampler(faces, texts, train_ids, data), LineSampler(faces, texts, eval_ids, clean)
+
+
 def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
 
@@ -208,14 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     (run / "config.yaml").write_text(yaml.safe_dump({**cfg, "git_sha": git_sha()}, allow_unicode=True))
 
     faces = Path(cfg["faces"])
-    texts = catalog_texts(Path(cfg["catalog"]))
-    rendered = read_manifest(faces / "manifest.jsonl")
-    train_ids = sorted(i for i in rendered if i in texts and not is_eval_card(i))
-    eval_ids = sorted(i for i in rendered if i in texts and is_eval_card(i))
-    sampler = LineSampler(faces, texts, train_ids, cfg["data"])
-    val_sampler = LineSampler(
-        faces, texts, eval_ids, {**cfg["data"], "p_background": 0.0, "p_synthetic": 0.0, "p_coded": 0.0}
-    )
+    sampler, val_sampler = line_samplers(faces, Path(cfg["catalog"]), cfg["data"])
     val_rows = [val_sampler(VAL_SEED_BASE + i) for i in range(cfg["val_size"])]
 
     model = build_model(cfg["arch"], cfg["vocab"], **cfg["model_kwargs"])
@@ -311,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         "final_validation": final,
         "data": {
             "faces": str(faces),
-            "train_cards": len(train_ids),
-            "held_out_cards": len(eval_ids),
+            "train_cards": len(sampler.ids),
+            "held_out_cards": len(val_sampler.ids),
             "held_out_rule": "sha1(card id) % 10 == 0",
             "samples_seen": step * cfg["batch"],
             "train_seeds": f"[{first_seed}, {(step + cfg['seed_offset']) * cfg['batch']})",
