@@ -8,6 +8,7 @@ every threshold setting on a grid, and each setting's top-1, top-5, single-match
 rates are printed and written to JSON.
 
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
+        [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
 """
 
 from __future__ import annotations
@@ -30,16 +31,16 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
 from catalog_api.feed import feed_path, read_jsonl
-from serve_app.fusion import PrintTable, Read, Thresholds, better_turn, decide
+from serve_app.fusion import PrintTable, Read, Thresholds, better_turn, decide, footer_candidates
 from tests.harness import REPO, SHARED_CATALOG, Service, create_database
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 20_000_000
 GRID = {
-    "field_confidence": (0.5, 0.7, 0.8),
-    "accept_with_print": (0.82, 0.86, 0.90),
-    "accept": (0.95, 0.97),
-    "margin": (0.03, 0.06),
+    "field_confidence": (0.5, 0.7),
+    "accept_with_print": (0.82, 0.86),
+    "footer_accept": (0.8, 0.9, 0.97),
+    "footer_floor": (0.0, 0.01, 0.03, 0.1, 0.3, 0.5),
 }
 
 
@@ -53,7 +54,7 @@ def build_index(tmp: Path) -> Path:
     return tmp / "data" / "index"
 
 
-def observe(index_dir: Path, jobs: list[dict[str, Any]]) -> None:
+def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]]) -> None:
     """Run each photo through the models once; keep what `decide` needs (hits and the read)."""
     from models.detector import CardDetector, rectify
     from models.embedder import CardEmbedder
@@ -77,7 +78,8 @@ def observe(index_dir: Path, jobs: list[dict[str, Any]]) -> None:
         turned = np.ascontiguousarray(face[::-1, ::-1])
         upright, upside_down = index.search(embedder.embed_batch([face, turned]), 32)
         best_face, job["hits"] = better_turn(face, turned, upright, upside_down)
-        job["read"] = dataclasses.asdict(reader.read_batch([best_face])[0])
+        footers = [footer_candidates(job["hits"], table)]
+        job["read"] = dataclasses.asdict(reader.read_batch([best_face], footers)[0])
 
 
 def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[str, float]:
@@ -103,6 +105,7 @@ def main() -> int:
     parser.add_argument("--standard", type=int, default=300)
     parser.add_argument("--hard", type=int, default=200)
     parser.add_argument("--nocard", type=int, default=100)
+    parser.add_argument("--observed", type=Path, help="JSON of the models' outputs: written, or replayed")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
     args = parser.parse_args()
     from benchmarks.scan_accuracy import sample_cards
@@ -119,17 +122,24 @@ def main() -> int:
             jobs[-1]["seed"] = SEED_BASE + offset + i
     jobs += [{"kind": "nocard", "seed": SEED_BASE + 2_000_000 + i} for i in range(args.nocard)]
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="cardcat-fusion-") as tmp:
-        index_dir = build_index(Path(tmp))
-        table = PrintTable.from_records(json.loads((index_dir / "cards.json").read_text()))
-        observe(index_dir, jobs)
+    if args.observed and args.observed.exists():
+        table_records, jobs = json.loads(args.observed.read_text())
+        table = PrintTable.from_records(table_records)
+    else:
+        with tempfile.TemporaryDirectory(prefix="cardcat-fusion-") as tmp:
+            index_dir = build_index(Path(tmp))
+            table_records = json.loads((index_dir / "cards.json").read_text())
+            table = PrintTable.from_records(table_records)
+            observe(index_dir, table, jobs)
+        if args.observed:
+            args.observed.write_text(json.dumps([table_records, jobs]))
     print(f"observed {len(jobs)} photos in {time.perf_counter() - started:.0f} s")
     rows: list[dict[str, Any]] = []
     for values in itertools.product(*GRID.values()):
         setting = dict(zip(GRID, values, strict=True))
         rows.append({"thresholds": setting, **score(jobs, table, Thresholds(**setting))})
     keys = [k for k in rows[0] if k != "thresholds"]
-    print(" | ".join(["conf", "w/print", "accept", "margin", *(k.replace(".top", " t") for k in keys)]))
+    print(" | ".join([*GRID, *(k.replace(".top", " t") for k in keys)]))
     for row in sorted(rows, key=lambda r: (r["confident_wrong"], -r["standard.shared.top1"])):
         cells = [f"{v:.2f}" for v in row["thresholds"].values()] + [f"{row[k]:.3f}" for k in keys]
         print(" | ".join(cells))

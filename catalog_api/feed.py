@@ -56,6 +56,21 @@ def normalize_number(number: str | None) -> str | None:
     return _DIGITS.sub(lambda m: str(int(m.group())), head) or None
 
 
+def printed_number(number: str, total: Any) -> str:
+    """The collector number the way a card prints it (`../shared/tools/cardrender.py`): '25' of 198 is
+    '025/198'; numbers that are not plain digits ('TG05') print as they are."""
+    if total and number.isdigit():
+        width = max(3, len(str(int(total))))
+        return f"{int(number):0{width}d}/{int(total):0{width}d}"
+    return number
+
+
+def footer_line(set_code: str | None, number: str | None, total: Any) -> str:
+    """A card's printed footer line: 'SSP 025/191', or '025/102' where the expansion prints a symbol."""
+    printed = printed_number(str(number or ""), total)
+    return f"{set_code} {printed}" if set_code else printed
+
+
 def card_name(record: dict[str, Any]) -> str:
     """The English name, else the first name in another language, else the id (cards, sets, series)."""
     names = record.get("names") or {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,9 @@ class PrintRead:
     printed_total: str | None  # after the slash, e.g. "198", or None
     set_code: str | None  # None when the card prints a symbol or it is unreadable
     set_code_confidence: float
+    # log P(footer line | crop) of each candidate footer the caller asked about (best offset); empty when
+    # none were asked or the model is not CTC
+    footer_scores: dict[str, float] = field(default_factory=dict)
 
 
 # A docTR recognition model (CRNN, PARSeq...): an nn.Module whose parts docTR leaves untyped.
@@ -159,6 +162,38 @@ def ctc_greedy(probs: torch.Tensor, vocab: str) -> list[tuple[str, list[float]]]
     return out
 
 
+def ctc_scores(log_probs: torch.Tensor, texts: Sequence[str], vocab: str) -> torch.Tensor:
+    """log P(text | line) under CTC for every line (log_probs: N, T, C; blank last) and every text: (N, K).
+
+    Scoring the few footers a scan's candidates print, rather than trusting the best path, is what tells
+    reprints apart when one glyph is unsure: the glyphs the candidates share cancel out, the ones that
+    differ decide. A text the vocabulary cannot spell, or too long for the line, scores -inf.
+    """
+    n, steps, _ = log_probs.shape
+    index = {ch: i for i, ch in enumerate(vocab)}
+    spellable = [bool(t) and all(ch in index for ch in t) for t in texts]
+    out = torch.full((n, len(texts)), -math.inf)
+    keep = [k for k, ok in enumerate(spellable) if ok]
+    if not keep or n == 0:
+        return out
+    targets = [torch.tensor([index[ch] for ch in texts[k]]) for k in keep]
+    lengths = torch.tensor([len(t) for t in targets]).repeat(n)
+    flat = torch.cat(targets).repeat(n)
+    # every (line, text) pair is one CTC sequence: the line's log-probs repeated once per text
+    pairs = log_probs.float().repeat_interleave(len(keep), dim=0).transpose(0, 1)
+    loss = torch.nn.functional.ctc_loss(
+        pairs,
+        flat,
+        torch.full((n * len(keep),), steps, dtype=torch.long),
+        lengths,
+        blank=len(vocab),
+        reduction="none",
+        zero_infinity=False,
+    )
+    out[:, keep] = -loss.view(n, len(keep))
+    return out
+
+
 def _span(text: str, confs: list[float], start: int, end: int, strict: bool = True) -> tuple[str, float]:
     """A stripped slice of the read and its confidence: weakest glyph (`strict`), else geometric mean."""
     piece = text[start:end]
@@ -243,35 +278,52 @@ class PrintReader:
         self.mean, self.std = self.model.cfg["mean"], self.model.cfg["std"]
         self.is_ctc = self.arch.startswith("crnn")
 
-    def read_lines(self, crops: Sequence[np.ndarray]) -> list[tuple[str, list[float]]]:
-        """Raw reads of same-size crops: text and per-glyph confidence."""
+    def read_lines(
+        self, crops: Sequence[np.ndarray]
+    ) -> tuple[list[tuple[str, list[float]]], torch.Tensor | None]:
+        """Raw reads of same-size crops (text and per-glyph confidence), and for CTC models the lines'
+        log-probabilities (N, T, C) on the CPU, which `ctc_scores` takes."""
         if not crops:
-            return []
+            return [], None
         if not self.is_ctc:  # fixed-shape archs (ViTSTR, PARSeq...) want their own input size
             h, w = self.model.cfg["input_shape"][1:]
             crops = [cv2.resize(c, (w, h), interpolation=cv2.INTER_AREA) for c in crops]
         x = to_tensor(crops, self.mean, self.std).to(self.device)
         with torch.inference_mode():
             if self.is_ctc:
-                return ctc_greedy(crnn_logits(self.model, x).float().softmax(-1).cpu(), self.vocab)
+                log_probs = crnn_logits(self.model, x).float().log_softmax(-1).cpu()
+                return ctc_greedy(log_probs.exp(), self.vocab), log_probs
             preds = self.model(x)["preds"]
-        return [(text, [float(conf)] * len(text)) for text, conf in preds]
+        return [(text, [float(conf)] * len(text)) for text, conf in preds], None
 
-    def read_batch(self, faces: list[np.ndarray]) -> list[PrintRead]:
-        """RGB uint8 faces (canonical 600x838, or any size of that aspect) -> what each prints."""
+    def read_batch(
+        self, faces: list[np.ndarray], footers: Sequence[Sequence[str]] | None = None
+    ) -> list[PrintRead]:
+        """RGB uint8 faces (canonical 600x838, or any size of that aspect) -> what each prints.
+
+        `footers`, one list per face: candidate footer lines to score (`PrintRead.footer_scores`)."""
         faces = [to_canvas(face) for face in faces]
         best: dict[str, list[tuple[str, list[float]]]] = {}
+        scores: list[dict[str, float]] = [{} for _ in faces]
         for region in REGIONS:
             crops = [
                 warp(face, region_quad(region, dy=dy), region.size) for face in faces for dy in region.offsets
             ]
-            reads = self.read_lines(crops)
+            reads, log_probs = self.read_lines(crops)
             per_face = [reads[i : i + len(region.offsets)] for i in range(0, len(reads), len(region.offsets))]
             best[region.name] = [
                 vote(group) if region.vote else max(group, key=_line_score) for group in per_face
             ]
+            if region is FOOTER and footers is not None and log_probs is not None:
+                for i, texts in enumerate(footers):
+                    lines = log_probs[i * len(region.offsets) : (i + 1) * len(region.offsets)]
+                    unique = sorted(set(texts))
+                    best_offset = ctc_scores(lines, unique, self.vocab).max(dim=0).values.tolist()
+                    scores[i] = dict(zip(unique, best_offset, strict=True))
         out = []
-        for (name_text, name_conf), (foot_text, foot_conf) in zip(best["name"], best["footer"], strict=True):
+        for (name_text, name_conf), (foot_text, foot_conf), footer_scores in zip(
+            best["name"], best["footer"], scores, strict=True
+        ):
             name, name_c = parse_name(name_text, name_conf)
             (code, code_c), (number, num_c) = parse_footer(foot_text, foot_conf)
             head, _, total = (number or "").partition("/")
@@ -284,6 +336,7 @@ class PrintReader:
                     printed_total=total if number and total.isdigit() else None,
                     set_code=code,
                     set_code_confidence=code_c,
+                    footer_scores=footer_scores,
                 )
             )
         return out

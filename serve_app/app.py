@@ -8,7 +8,8 @@ rate-limited and size-checked the request). Its JSON answer names cards by id; t
 catalog fields.
 
     photo bytes -> decode -> Detector.locate -> rectify (+ the 180° turn)
-                -> Embedder.search (both turns, keep the better) -> Reader.read (that face)
+                -> Embedder.search (both turns, keep the better) -> Reader.read (that face, scoring the footer
+       lines of the matched artworks' reprints)
                 -> fusion.decide -> {"matches": [{card_id, score}], "unidentified": ...}
 
 Runtime knobs (index directory, batch sizes, thresholds) arrive through `reconfigure(user_config)`,
@@ -34,7 +35,15 @@ from starlette.responses import JSONResponse
 
 from catalog_api.errors import APIError
 from serve_app.config import ScanConfig, resolve_device
-from serve_app.fusion import Decision, PrintTable, Read, Thresholds, better_turn, decide
+from serve_app.fusion import (
+    Decision,
+    PrintTable,
+    Read,
+    Thresholds,
+    better_turn,
+    decide,
+    footer_candidates,
+)
 from serve_app.intake import decode_image
 
 log = logging.getLogger("cardcat.scan")
@@ -82,8 +91,10 @@ class Reader:
         self.read.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
-    async def read(self, faces: list[np.ndarray]) -> list[dict[str, Any]]:
-        reads = await asyncio.to_thread(self.model.read_batch, faces)
+    async def read(self, requests: list[tuple[np.ndarray, list[str]]]) -> list[dict[str, Any]]:
+        """Each request: a face, and the footer lines its candidates print (scored for fusion)."""
+        faces, footers = [face for face, _ in requests], [lines for _, lines in requests]
+        reads = await asyncio.to_thread(self.model.read_batch, faces, footers)
         return [dataclasses.asdict(read) for read in reads]
 
 
@@ -208,7 +219,8 @@ class ScanService:
             self.embedder.search.remote(face), self.embedder.search.remote(turned)
         )
         best_face, hits = better_turn(face, turned, upright, upside_down)
-        read = await self.reader.read.remote(best_face)
+        footers = footer_candidates(hits, self.table, self.thresholds.race_window)
+        read = await self.reader.read.remote((best_face, footers))
         similar = dict(hits)
         return decide(similar, Read(**read), self.table, self.thresholds)
 

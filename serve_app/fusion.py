@@ -10,6 +10,7 @@ printed number and set code do. The answer is one confident match, up to five in
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from catalog_api.feed import normalize_number
+from catalog_api.feed import footer_line, normalize_number
 
 MAX_MATCHES = 5
 
@@ -37,6 +38,11 @@ class CardPrint:
     def number_key(self) -> str | None:
         return number_key(self.number)
 
+    @property
+    def footer(self) -> str:
+        """The footer line as printed: 'SSP 025/191', or '025/102' under a set symbol."""
+        return footer_line(self.set_code, self.number, self.printed_total)
+
 
 def number_key(number: str | None) -> str | None:
     """'025' -> '25', 'TG05' -> 'TG5', '025/198' -> '25'; case-folded for matching."""
@@ -55,6 +61,7 @@ class Read:
     printed_total: str | None = None
     set_code: str | None = None
     set_code_confidence: float = 0.0
+    footer_scores: Mapping[str, float] = field(default_factory=dict)  # footer line -> log P(line | crop)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,14 @@ class Thresholds:
     margin: float = 0.03  # ...when the next different artwork is at least this far below
     accept_with_print: float = 0.82  # a card the print singles out needs only this much similarity
     race_window: float = 0.05  # a close race holds candidates within this of the best
+    # Reprints of one artwork are told apart by each one's footer line scored against the crop (CTC): the
+    # likeliest wins alone with this share of the group's probability...
+    footer_accept: float = 0.9
+    # ...and the footer counts at all only when the likeliest line scores this per glyph (geometric mean;
+    # glare and blur leave every line unlikely, and their odds are noise). On validation photos the odds'
+    # favourite was right in 133 of 133 standard and 15 of 16 hard photos at or above 0.01, in 40 of 94
+    # below; 0.03 and up only lost reprints, 0.0 made 6.8% of answers confidently wrong.
+    footer_floor: float = 0.01
 
 
 @dataclass
@@ -94,8 +109,10 @@ class PrintTable:
     def __init__(self, cards: Iterable[CardPrint]) -> None:
         self.cards: dict[str, CardPrint] = {card.id: card for card in cards}
         self.by_number: dict[str, list[str]] = defaultdict(list)
+        self.by_artwork: dict[str, list[str]] = defaultdict(list)
         self.codes: set[str] = set()
         for card in self.cards.values():
+            self.by_artwork[card.artwork].append(card.id)
             if card.number_key:
                 self.by_number[card.number_key].append(card.id)
             if card.set_code:
@@ -185,6 +202,46 @@ def _agrees(card: CardPrint, read: Print) -> bool:
     return read.code is None or (card.set_code or "").upper() == read.code
 
 
+def footer_candidates(
+    hits: list[tuple[str, float]], table: PrintTable, window: float = 0.05, limit: int = 32
+) -> list[str]:
+    """The footer lines worth scoring for a photo: every reprint of each artwork the picture matched within
+    `window` of its best hit (the artworks a race could hold; a reprint the index ranked low still shares
+    its artwork's look), best first, at most `limit` (each costs the reader ~0.3 ms)."""
+    lines: dict[str, None] = {}
+    best = hits[0][1] if hits else 0.0
+    for card_id, sim in hits:
+        card = table.cards.get(card_id)
+        if sim < best - window or len(lines) >= limit:
+            break
+        for other in table.by_artwork.get(card.artwork, []) if card else []:
+            lines.setdefault(table.cards[other].footer, None)
+    return list(lines)[:limit]
+
+
+def footer_posterior(cards: list[CardPrint], scores: Mapping[str, float]) -> dict[str, float]:
+    """P(card | footer crop) among `cards` with a uniform prior; empty when none of their lines was scored."""
+    logp = {card.id: scores.get(card.footer, -math.inf) for card in cards}
+    peak = max(logp.values(), default=-math.inf)
+    if peak == -math.inf:
+        return {}
+    weights = {card_id: math.exp(value - peak) for card_id, value in logp.items()}
+    total = sum(weights.values())
+    return {card_id: weight / total for card_id, weight in weights.items()}
+
+
+def _footer_odds(group: list[CardPrint], scores: Mapping[str, float], t: Thresholds) -> dict[str, float]:
+    """The footer posterior over an artwork's reprints, when the crop shows a footer at all: its likeliest
+    line must score `footer_floor` per glyph (glare leaves every line unlikely, and then the odds among
+    them are noise). Empty otherwise."""
+    posterior = footer_posterior(group, scores)
+    if not posterior:
+        return {}
+    best = max(posterior, key=lambda card_id: posterior[card_id])
+    line = next(card.footer for card in group if card.id == best)
+    return posterior if math.exp(scores[line] / max(1, len(line))) >= t.footer_floor else {}
+
+
 def decide(
     similar: Mapping[str, float], read: Read | None, table: PrintTable, t: Thresholds | None = None
 ) -> Decision:
@@ -227,6 +284,19 @@ def decide(
     other_art = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork != top.artwork]
     margin = best_sim - (other_art[0][1] if other_art else 0.0)
     details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(same_art))
+    reprints = [table.cards[cid] for cid in table.by_artwork[top.artwork]]
+    odds = _footer_odds(reprints, read.footer_scores if read else {}, t) if len(reprints) > 1 else {}
+    if odds:
+        # The footer's odds decide among the artwork's reprints, the best-path read notwithstanding: they
+        # weigh every reading of the crop, not only its likeliest glyphs.
+        details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
+        likeliest = max(odds, key=lambda cid: (odds[cid], cid))
+        if odds[likeliest] >= t.footer_accept and best_sim >= t.accept_with_print:
+            return Decision(matches=[(likeliest, _score(best_sim))], details=details)
+        # To the picture the reprints are one artwork: in a race they share its similarity and go in the
+        # order of their footers' odds.
+        pool = [(cid, best_sim if cid in odds else sim) for cid, sim in pool]
+        pool.sort(key=lambda item: (-item[1], -odds.get(item[0], 0.0), item[0]))
     single = len(same_art) == 1 and (
         (legible and best_sim >= t.accept_with_print) or (best_sim >= t.accept and margin >= t.margin)
     )

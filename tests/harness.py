@@ -126,7 +126,8 @@ class Service:
             CARDCAT_CURSOR_SECRET="test-secret",
             # `serve` runs no event deliverer unless a test asks for one (a process less per server).
             CARDCAT_DELIVER_EVENTS="false",
-            PYTHONPATH=str(REPO),
+            # The checkout first; keep any path the caller set (a GPU box's carried packages).
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         )
         env.update(self.extra_env)
         return env

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from serve_app.fusion import CardPrint, PrintTable, Read, decide, number_key, snap_code
+import dataclasses
+
+from serve_app.fusion import CardPrint, PrintTable, Read, decide, footer_candidates, number_key, snap_code
 
 TABLE = PrintTable(
     [
@@ -126,3 +128,43 @@ def test_scores_are_in_unit_range_and_at_most_five():
     decision = decide(similar, read(), TABLE)
     assert 1 <= len(decision.matches) <= 5
     assert all(0 <= score <= 1 for _, score in decision.matches)
+
+
+def footers(**log_p: float) -> dict[str, float]:
+    """Footer scores by card: base1-4 prints 'BS 004/102', base4-4 prints 'B2 004/130'."""
+    lines = {"base1_4": "BS 004/102", "base4_4": "B2 004/130"}
+    return {lines[key]: value for key, value in log_p.items()}
+
+
+def test_footer_scores_pick_the_reprint_when_the_best_path_is_unsure():
+    similar = {"base1-4": 0.96, "base4-4": 0.97, "base1-2": 0.80}
+    decision = decide(similar, Read(footer_scores=footers(base1_4=-0.5, base4_4=-9.0)), TABLE)
+    assert decision.matches == [("base1-4", 0.97)]  # the artwork's similarity: to the picture they are one
+    assert TABLE.cards["base1-4"].footer == "BS 004/102" and TABLE.cards["sma-SV1"].footer == "SV1"
+
+
+def test_footer_scores_outweigh_a_confident_best_path_among_reprints():
+    similar = {"base1-4": 0.96, "base4-4": 0.97}
+    reading = dataclasses.replace(read("004/130", "B2"), footer_scores=footers(base1_4=-0.4, base4_4=-6.0))
+    assert [m[0] for m in decide(similar, reading, TABLE).matches] == ["base1-4"]
+
+
+def test_close_footer_odds_are_a_race_in_their_order():
+    similar = {"base1-4": 0.96, "base4-4": 0.97, "base1-2": 0.80}
+    decision = decide(similar, Read(footer_scores=footers(base1_4=-1.0, base4_4=-1.3)), TABLE)
+    assert decision.matches == [("base1-4", 0.97), ("base4-4", 0.97)]
+
+
+def test_footers_all_unlikely_per_glyph_leave_the_picture_to_order_the_race():
+    """Glare over the footer: one line far likelier than the other, but neither legible (per glyph
+    exp(-60 / 10) = 0.0025, under the 0.01 floor)."""
+    similar = {"base1-4": 0.96, "base4-4": 0.97}
+    decision = decide(similar, Read(footer_scores=footers(base1_4=-60.0, base4_4=-80.0)), TABLE)
+    assert decision.matches == [("base4-4", 0.97), ("base1-4", 0.96)]
+
+
+def test_footer_candidates_cover_every_reprint_of_the_artworks_in_the_race():
+    hits = [("base4-4", 0.97), ("base1-2", 0.93), ("base1-15", 0.90)]
+    assert footer_candidates(hits, TABLE, window=0.05) == ["BS 004/102", "B2 004/130", "BS 002/102"]
+    assert footer_candidates(hits, TABLE, window=0.01) == ["BS 004/102", "B2 004/130"]
+    assert footer_candidates(hits, TABLE, window=0.05, limit=1) == ["BS 004/102"]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from catalog_api.feed import card_name, feed_path, read_jsonl
+from catalog_api.feed import card_name, feed_path, footer_line, printed_number, read_jsonl
 from models.ocr import CANVAS_H, CANVAS_W, FOOTER, NAME, Region, region_quad, to_tensor, warp
 from training.renders import SHARED, load_renderer
 
@@ -55,20 +55,12 @@ class CardText:
 
     @property
     def footer_line(self) -> str:
-        return f"{self.set_code} {self.number}" if self.set_code else self.number
+        return footer_line(self.set_code, self.number, None)
 
 
 def is_eval_card(card_id: str) -> bool:
     """Hold out a tenth of the cards, by a hash of the id (stable across catalog updates)."""
     return int(hashlib.sha1(card_id.encode()).hexdigest(), 16) % 10 == 0
-
-
-def printed_number(number: str, total: Any) -> str:
-    """The collector number the way cardrender.py prints it."""
-    if total and number.isdigit():
-        width = max(3, len(str(int(total))))
-        return f"{int(number):0{width}d}/{int(total):0{width}d}"
-    return number
 
 
 def catalog_texts(catalog: Path) -> dict[str, CardText]:
