@@ -207,7 +207,14 @@ def main() -> int:
         ).stdout.strip(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "results": report, "targets": checks}, indent=2))
+    # Every photo answered wrong (or, with no card, answered at all), so the next person can look at them.
+    misses = [
+        {k: j.get(k) for k in ("kind", "artwork", "card_id", "seed", "matches", "reason")}
+        for j in jobs
+        if (j["matches"][:1] != [j["card_id"]] if j["kind"] != "nocard" else j["matches"])
+    ]
+    body = {"meta": meta, "results": report, "targets": checks, "misses": misses}
+    args.out.write_text(json.dumps(body, indent=2))
     print(json.dumps(meta, indent=2))
     print(f"wrote {args.out}")
     return 0

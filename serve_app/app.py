@@ -8,8 +8,8 @@ rate-limited and size-checked the request). Its JSON answer names cards by id; t
 catalog fields.
 
     photo bytes -> decode -> Detector.locate -> rectify (+ the 180° turn)
-                -> Embedder.search (both turns, keep the better) -> Reader.read (that face, scoring the footer
-       lines of the matched artworks' reprints)
+                -> Embedder.search (both turns, keep the better)
+                -> Reader.read (that face, and the footer lines of the matched artworks' reprints, scored)
                 -> fusion.decide -> {"matches": [{card_id, score}], "unidentified": ...}
 
 Runtime knobs (index directory, batch sizes, thresholds) arrive through `reconfigure(user_config)`,

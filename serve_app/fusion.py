@@ -81,10 +81,10 @@ class Thresholds:
     # likeliest wins alone with this share of the group's probability...
     footer_accept: float = 0.9
     # ...and the footer counts at all only when the likeliest line scores this per glyph (geometric mean;
-    # glare and blur leave every line unlikely, and their odds are noise). On validation photos the odds'
-    # favourite was right in 133 of 133 standard and 15 of 16 hard photos at or above 0.01, in 40 of 94
-    # below; 0.03 and up only lost reprints, 0.0 made 6.8% of answers confidently wrong.
-    footer_floor: float = 0.01
+    # glare and blur leave every line unlikely, and their odds are noise). Chosen on validation photos
+    # (benchmarks/fusion_sweep.py): 0.03 answered reprints best with 1 confident wrong in 500 card photos;
+    # 0.01 read one more reprint and made one more wrong; 0.1 and up lost reprints; 0.0 made 8% wrong.
+    footer_floor: float = 0.03
 
 
 @dataclass
@@ -272,9 +272,10 @@ def decide(
     if not pool or best_sim < t.min_similarity:
         if legible:
             # The print names only cards that look nothing like the photo. When the picture alone is
-            # sure of one card, the read was a misread (discarded, like text that names no card).
-            picture = decide(similar, None, table, t)
-            if len(picture.matches) == 1:
+            # sure of one artwork, the read was a misread (discarded, like text that names no card), and
+            # the footer's odds still tell that artwork's reprints apart.
+            picture = decide(similar, Read(footer_scores=read.footer_scores) if read else None, table, t)
+            if _sure_of_one_artwork(picture, table, t):
                 picture.details["discarded_print"] = details
                 return picture
             return Decision(reason="no_confident_match", message=_NO_MATCH, details=details)
@@ -304,6 +305,15 @@ def decide(
         return Decision(matches=[(top.id, _score(best_sim))], details=details)
     race = [(cid, sim) for cid, sim in pool if sim >= best_sim - t.race_window][:MAX_MATCHES]
     return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
+
+
+def _sure_of_one_artwork(decision: Decision, table: PrintTable, t: Thresholds) -> bool:
+    """One match, or a race among reprints of one artwork that the picture alone would accept."""
+    if len(decision.matches) == 1:
+        return True
+    artworks = {table.cards[card_id].artwork for card_id, _ in decision.matches}
+    sure = decision.details.get("best_similarity", 0.0) >= t.accept
+    return len(artworks) == 1 and sure and decision.details.get("margin", 0.0) >= t.margin
 
 
 def better_turn(

@@ -1,0 +1,52 @@
+"""The Ray Serve configs in deploy/ as Ray would schedule them: every replica fits the node it is meant for,
+every batch can fill, and the application arguments are ones `build_app` takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from serve_app.config import ScanConfig
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+BATCHED = {"Detector", "Embedder", "Reader"}
+
+
+def rayservice() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "k8s" / "rayservice.yaml").read_text())
+
+
+def serve_configs() -> dict[str, tuple[dict[str, Any], dict[str, float]]]:
+    """name -> (Serve config, the smallest node it must fit: CPUs and GPUs)."""
+    cluster = rayservice()["spec"]
+    worker = cluster["rayClusterConfig"]["workerGroupSpecs"][0]
+    limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
+    return {
+        "cpu.yaml": (yaml.safe_load((DEPLOY / "serve" / "cpu.yaml").read_text()), {"cpu": 2, "gpu": 0}),
+        "gpu.yaml": (yaml.safe_load((DEPLOY / "serve" / "gpu.yaml").read_text()), {"cpu": 16, "gpu": 1}),
+        "rayservice.yaml": (
+            yaml.safe_load(cluster["serveConfigV2"]),
+            {"cpu": float(limits["cpu"]) * worker["minReplicas"], "gpu": worker["minReplicas"]},
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "gpu.yaml", "rayservice.yaml"])
+def test_serve_config_fits_its_node_and_fills_its_batches(name: str) -> None:
+    config, node = serve_configs()[name]
+    (app,) = config["applications"]
+    assert app["import_path"] == "serve_app.app:build_app"
+    ScanConfig(**app["args"])  # only fields build_app knows
+    used = {"cpu": 0.0, "gpu": 0.0}
+    for deployment in app["deployments"]:
+        replicas = deployment.get("num_replicas") or deployment["autoscaling_config"]["min_replicas"]
+        options = deployment["ray_actor_options"]
+        used["cpu"] += replicas * options.get("num_cpus", 1)
+        used["gpu"] += replicas * options.get("num_gpus", 0)
+        if deployment["name"] in BATCHED:
+            batch = deployment["user_config"]["max_batch_size"]
+            assert deployment["max_ongoing_requests"] >= batch, f"{deployment['name']} never fills a batch"
+    assert used["cpu"] <= node["cpu"] and used["gpu"] <= node["gpu"], (name, used, node)
