@@ -117,6 +117,20 @@ def test_a_misread_print_does_not_overrule_a_sure_picture():
     assert decision.details["discarded_print"]["number"] == "2"
 
 
+def test_a_misread_print_over_a_reprinted_artwork_leaves_its_reprints_to_the_footer_odds():
+    """ "015/102 BS" names Venusaur, which looks nothing like this photo of Charizard. The picture is sure
+    of the artwork, so the read is a misread: a race of Charizard's reprints, or the one the odds pick."""
+    similar = {"base1-4": 0.97, "base4-4": 0.97, "base1-2": 0.80}
+    decision = decide(similar, read("015/102", "BS"), TABLE)
+    assert [m[0] for m in decision.matches] == ["base1-4", "base4-4"]
+    assert decision.details["discarded_print"]["number"] == "15"
+    misread = dataclasses.replace(read("015/102", "BS"), footer_scores=footers(base1_4=-7.0, base4_4=-0.6))
+    assert decide(similar, misread, TABLE).matches == [("base4-4", 0.97)]
+    # ...but a picture unsure of the artwork (Charizard 0.90, Blastoise 0.89) does not overrule the print
+    decision = decide({"base1-4": 0.90, "base4-4": 0.90, "base1-2": 0.89}, read("015/102", "BS"), TABLE)
+    assert decision.reason == "no_confident_match"
+
+
 def test_low_confidence_fields_count_as_unread():
     similar = {"base1-4": 0.96, "base4-4": 0.97}
     decision = decide(similar, read("004/102", "BS", conf=0.2), TABLE)
