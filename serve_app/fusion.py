@@ -230,16 +230,19 @@ def footer_posterior(cards: list[CardPrint], scores: Mapping[str, float]) -> dic
     return {card_id: weight / total for card_id, weight in weights.items()}
 
 
-def _footer_odds(group: list[CardPrint], scores: Mapping[str, float], t: Thresholds) -> dict[str, float]:
-    """The footer posterior over an artwork's reprints, when the crop shows a footer at all: its likeliest
-    line must score `footer_floor` per glyph (glare leaves every line unlikely, and then the odds among
-    them are noise). Empty otherwise."""
+def _footer_odds(
+    group: list[CardPrint], scores: Mapping[str, float], t: Thresholds
+) -> tuple[str, dict[str, float]] | None:
+    """The likeliest reprint and the footer posterior over an artwork's reprints, when the crop shows a
+    footer at all: the likeliest line must score `footer_floor` per glyph (glare leaves every line
+    unlikely, and then the odds among them are noise). None otherwise."""
     posterior = footer_posterior(group, scores)
     if not posterior:
-        return {}
-    best = max(posterior, key=lambda card_id: posterior[card_id])
-    line = next(card.footer for card in group if card.id == best)
-    return posterior if math.exp(scores[line] / max(1, len(line))) >= t.footer_floor else {}
+        return None
+    likeliest = max(posterior, key=lambda card_id: (posterior[card_id], card_id))
+    line = next(card.footer for card in group if card.id == likeliest)
+    legible = math.exp(scores[line] / max(1, len(line))) >= t.footer_floor
+    return (likeliest, posterior) if legible else None
 
 
 def decide(
@@ -286,12 +289,12 @@ def decide(
     margin = best_sim - (other_art[0][1] if other_art else 0.0)
     details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(same_art))
     reprints = [table.cards[cid] for cid in table.by_artwork[top.artwork]]
-    odds = _footer_odds(reprints, read.footer_scores if read else {}, t) if len(reprints) > 1 else {}
-    if odds:
+    footer = _footer_odds(reprints, read.footer_scores if read else {}, t) if len(reprints) > 1 else None
+    if footer is not None:
         # The footer's odds decide among the artwork's reprints, the best-path read notwithstanding: they
         # weigh every reading of the crop, not only its likeliest glyphs.
+        likeliest, odds = footer
         details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
-        likeliest = max(odds, key=lambda cid: (odds[cid], cid))
         if odds[likeliest] >= t.footer_accept and best_sim >= t.accept_with_print:
             return Decision(matches=[(likeliest, _score(best_sim))], details=details)
         # To the picture the reprints are one artwork: in a race they share its similarity and go in the
