@@ -39,6 +39,7 @@ SEED_BASE = 20_000_000
 GRID = {
     "field_confidence": (0.5, 0.7),
     "accept_with_print": (0.82, 0.86),
+    "accept_alone": (0.0, 0.85, 0.89, 0.92),
     "footer_accept": (0.8, 0.9, 0.97),
     "footer_floor": (0.0, 0.01, 0.03, 0.1, 0.3, 0.5),
 }

@@ -53,6 +53,9 @@ class DetectorConfig:
     tta: bool = False  # also predict on mirrored views and average (steadier edges, twice the compute)
     rect_fallback: bool = False  # first pass: a blob no quad fits still yields its min-area rectangle
     extra_threshold: float = 0.0  # first pass: also take blobs at this threshold (splits card from paper)
+    # A refinement pass that moved no corner more than this fraction of the card's height ends that photo's
+    # refinement: a settled quad gains nothing from another look (0: always run every pass).
+    settle: float = 0.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DetectorConfig:
@@ -310,6 +313,12 @@ def fit_quads(
     return out
 
 
+def _corner_shift(before: np.ndarray, after: np.ndarray) -> float:
+    """How far the corners moved between two passes, as a fraction of the card's long side."""
+    height = max(float(np.linalg.norm(after[0] - after[3])), float(np.linalg.norm(after[0] - after[1])), 1.0)
+    return float(np.linalg.norm(after - before, axis=1).max()) / height
+
+
 def _blob_quad(prob: np.ndarray, blob: np.ndarray, min_fit: float) -> np.ndarray | None:
     contours, _ = cv2.findContours(blob, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
     outline = max(contours, key=cv2.contourArea)
@@ -425,12 +434,16 @@ class CardDetector:
         for i, result in found:
             if result is not None and (i not in best or result[1] > best[i][1]):
                 best[i] = result
+        moving = set(best)
         for _ in range(max(1, cfg.refine_passes) - 1):
-            for i, result in self._zoom(images, [(i, q) for i, (q, _) in best.items()]):
+            for i, result in self._zoom(images, [(i, best[i][0]) for i in sorted(moving)]):
                 if result is None:
                     del best[i]
-                else:
-                    best[i] = result
+                    moving.discard(i)
+                    continue
+                if _corner_shift(best[i][0], result[0]) <= cfg.settle:
+                    moving.discard(i)
+                best[i] = result
         return [best[i][0] if i in best else None for i in range(len(images))]
 
     def _coarse(self, images: list[np.ndarray]) -> list[list[np.ndarray]]:

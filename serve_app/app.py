@@ -48,6 +48,10 @@ from serve_app.intake import decode_image
 
 log = logging.getLogger("cardcat.scan")
 INDEX_RECHECK_S = 2.0
+# How long a batch waits for more requests after its first: at one request in flight every stage waits
+# this long, and under load the queue fills batches while the previous one runs anyway.
+BATCH_WAIT_S = 0.002
+Hits = list[tuple[str, float]]
 
 
 def _index_stamp(index_dir: Path) -> str | None:
@@ -69,7 +73,7 @@ class Detector:
     def reconfigure(self, config: dict[str, Any]) -> None:
         self.locate.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def locate(self, images: list[np.ndarray]) -> list[np.ndarray | None]:
         return await asyncio.to_thread(self.model.locate_batch, images)
 
@@ -90,7 +94,7 @@ class Reader:
     def reconfigure(self, config: dict[str, Any]) -> None:
         self.read.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def read(self, requests: list[tuple[np.ndarray, list[str]]]) -> list[dict[str, Any]]:
         """Each request: a face, and the footer lines its candidates print (scored for fusion)."""
         faces, footers = [face for face, _ in requests], [lines for _, lines in requests]
@@ -143,19 +147,22 @@ class Embedder:
         if config.get("index_dir"):
             self.index_dir = Path(config["index_dir"])
         self.top_k = int(config.get("top_k", self.top_k))
-        self.search.set_max_batch_size(int(config.get("max_batch_size", 16)))  # type: ignore[attr-defined]
+        self.search.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
         self._load_index()
 
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
-    async def search(self, faces: list[np.ndarray]) -> list[list[tuple[str, float]]]:
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
+    async def search(self, faces: list[np.ndarray]) -> list[tuple[Hits, Hits]]:
+        """Each request: one rectified face; its hits upright and turned 180° (the detector leaves the top
+        open). The replica turns the face itself, so a scan sends it once, in one call."""
         if time.monotonic() - self.checked > INDEX_RECHECK_S:
             self.checked = time.monotonic()
             await asyncio.to_thread(self._load_index)
         index = self.index
 
-        def run() -> list[list[tuple[str, float]]]:
-            vectors = self.model.embed_batch(faces)
-            return index.search(vectors, self.top_k)
+        def run() -> list[tuple[Hits, Hits]]:
+            both = [view for face in faces for view in (face, np.ascontiguousarray(face[::-1, ::-1]))]
+            hits = index.search(self.model.embed_batch(both), self.top_k)
+            return list(zip(hits[0::2], hits[1::2], strict=True))
 
         return await asyncio.to_thread(run)
 
@@ -214,10 +221,8 @@ class ScanService:
         if quad is None:
             return decide({}, None, self.table, self.thresholds)
         face = await asyncio.to_thread(rectify, image, quad)
+        upright, upside_down = await self.embedder.search.remote(face)
         turned = np.ascontiguousarray(face[::-1, ::-1])
-        upright, upside_down = await asyncio.gather(
-            self.embedder.search.remote(face), self.embedder.search.remote(turned)
-        )
         best_face, hits = better_turn(face, turned, upright, upside_down)
         footers = footer_candidates(hits, self.table, self.thresholds.race_window)
         read = await self.reader.read.remote((best_face, footers))

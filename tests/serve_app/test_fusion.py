@@ -117,6 +117,28 @@ def test_a_misread_print_does_not_overrule_a_sure_picture():
     assert decision.details["discarded_print"]["number"] == "2"
 
 
+def test_a_misread_naming_a_look_alike_does_not_overrule_a_sure_picture():
+    """The print names a card that looks somewhat like the photo (0.85, enough for a print-backed answer),
+    but the picture is sure of another artwork: a glyph was misread, and the picture decides."""
+    similar = {"base1-15": 0.98, "base1-2": 0.85}
+    decision = decide(similar, read("002", "BS"), TABLE)
+    assert decision.matches == [("base1-15", 0.98)]
+    assert decision.details["discarded_print"]["number"] == "2"
+    # A print that agrees with the sure picture is kept (and the answer is the same card).
+    assert "discarded_print" not in decide(similar, read("015", "BS"), TABLE).details
+
+
+def test_a_lone_card_short_of_confident_is_unidentified_not_a_single_match():
+    """No other card within the race window is no race; a lone card is answered only at `accept_alone`."""
+    decision = decide({"base1-2": 0.86, "base1-15": 0.70}, read(), TABLE)
+    assert decision.matches == [] and decision.reason == "print_unreadable"
+    decision = decide({"base1-2": 0.91, "base1-15": 0.70}, read(), TABLE)
+    assert decision.matches == [("base1-2", 0.91)]
+    # With a legible print that names it, the print-backed bar (0.82) applies instead.
+    decision = decide({"base1-2": 0.86, "base1-15": 0.70}, read("2", "BS"), TABLE)
+    assert decision.matches == [("base1-2", 0.86)]
+
+
 def test_a_misread_print_over_a_reprinted_artwork_leaves_its_reprints_to_the_footer_odds():
     """ "015/102 BS" names Venusaur, which looks nothing like this photo of Charizard. The picture is sure
     of the artwork, so the read is a misread: a race of Charizard's reprints, or the one the odds pick."""

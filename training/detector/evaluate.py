@@ -10,6 +10,7 @@ within 5% (usable for OCR), false detections on no-card photos, and milliseconds
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
+import yaml
 
 from models.detector import CardDetector
 from training.synth import BENCH_SEED_BASE, Photo, load_face, make_nocard_photo, make_photo
@@ -87,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="JSON file (default: print only)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override an inference setting"
+    )
     args = parser.parse_args(argv)
     if args.seed_base < BENCH_SEED_BASE:
         parser.error(f"benchmark seeds start at {BENCH_SEED_BASE}: lower ones are training data")
@@ -94,12 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     cv2.setNumThreads(args.threads)
     faces = face_paths(args.manifest.expanduser(), holdout=True)
     detector = CardDetector(args.weights)
+    overrides = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.set)}
+    detector.cfg = dataclasses.replace(detector.cfg, **overrides)
     report: dict[str, Any] = {
         "weights": str(args.weights or "models/weights/detector.pt"),
         "seed_base": args.seed_base,
         "held_out_faces": len(faces),
         "threads": args.threads,
         "batch": args.batch,
+        "overrides": overrides,
     }
     for i, kind in enumerate(("standard", "hard", "nocard")):
         photos = make_photos(faces, kind, args.count, args.seed_base + i * 1_000_000)
