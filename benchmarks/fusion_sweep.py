@@ -57,7 +57,7 @@ def build_index(tmp: Path) -> Path:
 
 def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]]) -> None:
     """Run each photo through the models once; keep what `decide` needs (hits and the read)."""
-    from models.detector import CardDetector, rectify
+    from models.detector import CardDetector, half_turn, rectify
     from models.embedder import CardEmbedder
     from models.index import CardIndex
     from models.ocr import PrintReader
@@ -76,7 +76,7 @@ def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]]) -> N
         if quad is None:
             continue
         face = rectify(photo.image, quad)
-        turned = np.ascontiguousarray(face[::-1, ::-1])
+        turned = half_turn(face)
         upright, upside_down = index.search(embedder.embed_batch([face, turned]), 32)
         best_face, job["hits"] = better_turn(face, turned, upright, upside_down)
         footers = [footer_candidates(job["hits"], table)]

@@ -500,6 +500,11 @@ class CardDetector:
         return self.locate_batch([image])[0]
 
 
+def half_turn(face: np.ndarray) -> np.ndarray:
+    """The face turned 180° (contiguous, as cv2 and torch want): the detector leaves the top open."""
+    return np.ascontiguousarray(face[::-1, ::-1])
+
+
 def rectify(image: np.ndarray, quad: np.ndarray, size: tuple[int, int] = FACE_SIZE) -> np.ndarray:
     """Warp the quad (TL, TR, BR, BL) to an upright size=(width, height) face."""
     w, h = size

@@ -157,10 +157,12 @@ class Embedder:
         if time.monotonic() - self.checked > INDEX_RECHECK_S:
             self.checked = time.monotonic()
             await asyncio.to_thread(self._load_index)
+        from models.detector import half_turn
+
         index = self.index
 
         def run() -> list[tuple[Hits, Hits]]:
-            both = [view for face in faces for view in (face, np.ascontiguousarray(face[::-1, ::-1]))]
+            both = [view for face in faces for view in (face, half_turn(face))]
             hits = index.search(self.model.embed_batch(both), self.top_k)
             return list(zip(hits[0::2], hits[1::2], strict=True))
 
@@ -211,7 +213,7 @@ class ScanService:
         return JSONResponse(decision.as_dict())
 
     async def scan(self, image: np.ndarray) -> Decision:
-        from models.detector import rectify
+        from models.detector import half_turn, rectify
 
         if time.monotonic() - self.checked > INDEX_RECHECK_S:
             self.checked = time.monotonic()
@@ -222,8 +224,7 @@ class ScanService:
             return decide({}, None, self.table, self.thresholds)
         face = await asyncio.to_thread(rectify, image, quad)
         upright, upside_down = await self.embedder.search.remote(face)
-        turned = np.ascontiguousarray(face[::-1, ::-1])
-        best_face, hits = better_turn(face, turned, upright, upside_down)
+        best_face, hits = better_turn(face, half_turn(face), upright, upside_down)
         footers = footer_candidates(hits, self.table, self.thresholds.race_window)
         read = await self.reader.read.remote((best_face, footers))
         similar = dict(hits)

@@ -287,8 +287,7 @@ def decide(
                 picture.details["discarded_print"] = details
                 return picture
     if not pool or best_sim < t.min_similarity:
-        reason = "no_confident_match" if legible else "print_unreadable"
-        return Decision(reason=reason, message=_NO_MATCH if legible else _UNREADABLE, details=details)
+        return _unidentified(legible, details)
     top = table.cards[pool[0][0]]
     same_art = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork == top.artwork]
     other_art = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork != top.artwork]
@@ -318,9 +317,15 @@ def decide(
         # and otherwise nothing is (a single match claims a confidence it would lack).
         if best_sim >= t.accept_alone:
             return Decision(matches=[(top.id, _score(best_sim))], details=details)
-        reason = "no_confident_match" if legible else "print_unreadable"
-        return Decision(reason=reason, message=_NO_MATCH if legible else _UNREADABLE, details=details)
+        return _unidentified(legible, details)
     return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
+
+
+def _unidentified(legible: bool, details: dict[str, Any]) -> Decision:
+    """No answer: the print was read but names nothing that matches, or nothing was read at all."""
+    if legible:
+        return Decision(reason="no_confident_match", message=_NO_MATCH, details=details)
+    return Decision(reason="print_unreadable", message=_UNREADABLE, details=details)
 
 
 def _sure_of_one_artwork(decision: Decision, table: PrintTable, t: Thresholds) -> bool:

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 import torch
 
+from models.detector import half_turn
 from models.embedder import CardEmbedder, read_face
 from models.index import CardIndex
 from training.embedder.data import EVAL_SEED_BASE, Card, degrade, load_cards, split_cards
@@ -156,7 +157,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     net_ms = (time.perf_counter() - started) / len(faces) * 1000
     photos = [degrade(read_face(q.high), args.seed_base + i) for i, q in enumerate(queries)]
     upright = embedder.embed_batch(photos)
-    flipped = embedder.embed_batch([np.ascontiguousarray(p[::-1, ::-1]) for p in photos])
+    flipped = embedder.embed_batch([half_turn(p) for p in photos])
     k = min(50, len(index))
     hits_up, hits_flip = index.search(upright, k), index.search(flipped, k)
     both = [u if u[0][1] >= f[0][1] else f for u, f in zip(hits_up, hits_flip, strict=True)]
