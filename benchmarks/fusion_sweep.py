@@ -38,6 +38,7 @@ from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 SEED_BASE = 20_000_000
 GRID = {
     "field_confidence": (0.5, 0.7),
+    "min_similarity": (0.76, 0.78, 0.8),
     "accept_with_print": (0.82, 0.86),
     "accept_alone": (0.0, 0.85, 0.89, 0.92),
     "footer_accept": (0.8, 0.9, 0.97),

@@ -6,6 +6,11 @@ error up to ~2.5% of the height, a little perspective), the camera (blur, noise,
 colour casts, glare) and the card's sleeve or the thumb holding it. All amounts are relative to the
 image size, so the same `degrade` serves training (on low.jpg) and evaluation (on high.jpg).
 
+Alongside these cheap degraded faces, a share of pairs (`photo_p`) come from the real thing: a whole
+synthetic phone photo (`training.synth.make_photo`, standard or hard: glare over the text, heavy blur, small
+in frame, sleeves) rectified from its true corners moved by up to `corner_error` of the card's height, the
+detector's residue. That is the scanner's own view of a photo, so it teaches what the degraded faces miss.
+
 Seeds: training views use seeds below 1_000_000, evaluation views 10_000_000 and up, so no evaluated
 photo was ever seen in training.
 """
@@ -24,8 +29,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from models.detector import rectify
 from models.embedder import INPUT_H, INPUT_W, prepare, read_face, to_tensor
 from training.renders import read_manifest
+from training.synth import make_photo
 
 TRAIN_SEED_LIMIT = 1_000_000
 EVAL_SEED_BASE = 10_000_000
@@ -210,17 +217,46 @@ def degrade(face: np.ndarray, seed: int, strength: float = 1.0) -> np.ndarray:
     return _camera(img, rng)
 
 
+def photo_view(face: np.ndarray, seed: int, hard: bool, scale: float, corner_error: float) -> np.ndarray:
+    """The scanner's view of a synthetic phone photo of `face`: rectified from its true corners, each moved
+    by up to `corner_error` of the card's height (what the detector leaves), upright."""
+    photo = make_photo(face, seed, "hard" if hard else "standard", scale=scale)
+    assert photo.corners is not None
+    rng = np.random.default_rng([seed, 7])
+    height = float(np.linalg.norm(photo.corners[3] - photo.corners[0]))
+    quad = photo.corners + rng.uniform(-1, 1, (4, 2)) * rng.uniform(0, 1) * corner_error * height
+    return rectify(photo.image, quad)
+
+
 # --- pairs and batches -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhotoMix:
+    """How many pairs use a whole synthetic photo instead of a degraded face, and what kind of photo."""
+
+    photo_p: float = 0.0
+    hard_p: float = 0.5
+    scale: float = 0.5
+    corner_error: float = 0.02
 
 
 class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
     """Item (card index, seed) -> (anchor, photo, artwork id): the anchor is the clean face, except for
-    `both_p` of pairs where it is a milder photo too (photo-vs-photo keeps the space consistent)."""
+    `both_p` of pairs where it is a milder photo too (photo-vs-photo keeps the space consistent). The
+    photo is a degraded face, or for `mix.photo_p` of pairs a rectified synthetic phone photo."""
 
-    def __init__(self, cards: list[Card], size: tuple[int, int] = (INPUT_W, INPUT_H), both_p: float = 0.2):
+    def __init__(
+        self,
+        cards: list[Card],
+        size: tuple[int, int] = (INPUT_W, INPUT_H),
+        both_p: float = 0.2,
+        mix: PhotoMix = PhotoMix(),
+    ):
         self.cards = cards
         self.size = size
         self.both_p = both_p
+        self.mix = mix
         keys = sorted({c.artwork_key for c in cards})
         index = {k: i for i, k in enumerate(keys)}
         self.art_ids = np.array([index[c.artwork_key] for c in cards], np.int64)
@@ -230,11 +266,17 @@ class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
 
     def __getitem__(self, item: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, int]:
         idx, seed = item
-        face = read_face(self.cards[idx].low)
+        card = self.cards[idx]
+        face = read_face(card.low)
         # Photo seeds are even, anchor seeds odd: both stay below TRAIN_SEED_LIMIT and never coincide.
-        both = np.random.default_rng([seed, 1]).random() < self.both_p
-        anchor = degrade(face, 2 * seed + 1, 0.5) if both else face
-        return prepare(anchor, self.size), prepare(degrade(face, 2 * seed), self.size), int(self.art_ids[idx])
+        draw = np.random.default_rng([seed, 1]).random(3)
+        anchor = degrade(face, 2 * seed + 1, 0.5) if draw[0] < self.both_p else face
+        if draw[1] < self.mix.photo_p:
+            hard = bool(draw[2] < self.mix.hard_p)
+            photo = photo_view(read_face(card.high), 2 * seed, hard, self.mix.scale, self.mix.corner_error)
+        else:
+            photo = degrade(face, 2 * seed)
+        return prepare(anchor, self.size), prepare(photo, self.size), int(self.art_ids[idx])
 
 
 def collate(

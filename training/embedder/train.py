@@ -5,8 +5,10 @@ recent clean embeddings for more negatives than one CPU batch can hold. Cards th
 masked out of each other's negatives: they are reprints, and the embedding should keep them together.
 
 The run lives in runs/embedder/<name>/ (resolved config, git SHA, metrics.jsonl, curves.png, last.pt) and
-resumes from last.pt by default. The schedule follows max(step / max_steps, elapsed / budget), so a run on
-a busy machine still finishes its cosine decay inside the wall-clock budget.
+resumes from last.pt by default; `--init models/weights/embedder.pt` starts a new run from shipped weights
+(a fresh schedule). `train.device: auto` trains on CUDA when there is one (raise `data.workers` there:
+the photos are made on the CPU; see gpu.yaml). The schedule follows max(step / max_steps, elapsed / budget),
+so a run on a busy machine still finishes its cosine decay inside the wall-clock budget.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from models.embedder import build_net, prepare, read_face, to_tensor
+from serve_app.config import resolve_device
 from training.embedder.data import (
     EVAL_SEED_BASE,
     HardBatchSampler,
     PairDataset,
+    PhotoMix,
     collate,
     degrade,
     describe,
@@ -48,6 +52,10 @@ DEFAULTS: dict[str, Any] = {
         "render_dir": "~/.cache/cardcat/renders/catalog",
         "held_out_percent": 5.0,
         "both_degraded_p": 0.2,
+        "photo_p": 0.0,  # share of pairs made from a whole synthetic photo (PhotoMix)
+        "photo_hard_p": 0.5,
+        "photo_scale": 0.5,
+        "corner_error": 0.02,
         "workers": 1,
     },
     "model": {"dim": 128, "widths": [16, 32, 64, 128, 192], "grid": [4, 3], "input_size": [96, 134]},
@@ -66,6 +74,8 @@ DEFAULTS: dict[str, Any] = {
         "val_every": 60,
         "val_cards": 512,
         "ckpt_every": 30,
+        "device": "cpu",  # auto: cuda when there is one
+        "threads": 1,  # torch threads on the CPU (two shared cores: one for the net, one for a worker)
     },
     "export": {"enabled": True, "weights": "models/weights/embedder.pt"},
 }
@@ -83,11 +93,11 @@ def info_nce(
     keys, key_arts = k, arts
     if memory is not None and len(memory[0]):
         keys, key_arts = torch.cat([k, memory[0]]), torch.cat([arts, memory[1]])
-    eye = torch.zeros(len(q), len(keys), dtype=torch.bool)
-    eye[:, : len(q)] = torch.eye(len(q), dtype=torch.bool)
+    eye = torch.zeros(len(q), len(keys), dtype=torch.bool, device=q.device)
+    eye[:, : len(q)] = torch.eye(len(q), dtype=torch.bool, device=q.device)
     same = (arts[:, None] == key_arts[None, :]) & ~eye
     logits = (q @ keys.T / temperature).masked_fill(same, float("-inf"))
-    target = torch.arange(len(q))
+    target = torch.arange(len(q), device=q.device)
     back = (k @ q.T / temperature).masked_fill(same[:, : len(q)], float("-inf"))
     return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(back, target))
 
@@ -110,8 +120,9 @@ def validation_set(
 @torch.inference_mode()
 def validate(net: torch.nn.Module, val: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dict[str, float]:
     net.eval()
-    clean = torch.cat([net(c) for c in val[0].split(128)])
-    photos = torch.cat([net(p) for p in val[1].split(128)])
+    device = next(net.parameters()).device
+    clean = torch.cat([net(c.to(device)).cpu() for c in val[0].split(128)])
+    photos = torch.cat([net(p.to(device)).cpu() for p in val[1].split(128)])
     net.train()
     sims = photos @ clean.T
     top = sims.topk(5, dim=1).indices
@@ -150,7 +161,7 @@ def export(net: torch.nn.Module, config: dict[str, Any], run: Path, summary: dic
     """fp16 weights + a manifest: what it was trained on, how, and how well; the service reads only these."""
     target = REPO / config["export"]["weights"]
     target.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v) for k, v in net.state_dict().items()}
+    state = {k: (v.half() if v.is_floating_point() else v).cpu() for k, v in net.state_dict().items()}
     atomic_save({"model": config["model"], "state_dict": state}, target)
     from models.embedder import CardEmbedder
 
@@ -177,11 +188,24 @@ def _worker_init(_: int) -> None:
     cv2.setNumThreads(1)
 
 
-def train(config: dict[str, Any]) -> Path:
-    torch.set_num_threads(1)  # two shared cores: one for the net, one for the augmentation worker
+def _load_init(net: torch.nn.Module, path: Path, run: Path) -> None:
+    """Start from exported weights (fp16 state_dict + manifest); the optimizer and schedule start over."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
+    manifest = json.loads(path.with_suffix(".json").read_text())
+    facts = manifest.get("training", {})
+    steps, minutes = facts.get("steps"), facts.get("wall_minutes")
+    note = f"{path} (version {manifest.get('version')}, step {steps}, {minutes} min)"
+    (run / "init.txt").write_text(note + "\n")
+    print(f"initialised from {path} (its step {steps}); schedule starts over", file=sys.stderr)
+
+
+def train(config: dict[str, Any], init: Path | None = None) -> Path:
+    tc = config["train"]
+    device = torch.device(resolve_device(tc["device"]))
+    torch.set_num_threads(int(tc["threads"]))
     cv2.setNumThreads(1)
     torch.manual_seed(config["seed"])
-    tc = config["train"]
     run = REPO / "runs" / "embedder" / config["name"]
     run.mkdir(parents=True, exist_ok=True)
     (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -189,17 +213,24 @@ def train(config: dict[str, Any]) -> Path:
     render_dir = Path(os.path.expanduser(config["data"]["render_dir"]))
     train_cards, held = split_cards(load_cards(render_dir), config["data"]["held_out_percent"])
     size = (int(config["model"]["input_size"][0]), int(config["model"]["input_size"][1]))
-    dataset = PairDataset(train_cards, size, config["data"]["both_degraded_p"])
-    net = build_net(config["model"]).to(memory_format=torch.channels_last)
-    opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
+    dc = config["data"]
+    mix = PhotoMix(dc["photo_p"], dc["photo_hard_p"], dc["photo_scale"], dc["corner_error"])
+    dataset = PairDataset(train_cards, size, dc["both_degraded_p"], mix)
+    net = build_net(config["model"])
     step, elapsed = 0, 0.0
     ckpt = run / "last.pt"
-    if ckpt.exists():
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = torch.load(ckpt, map_location="cpu", weights_only=False) if ckpt.exists() else None
+    if state is not None:
         net.load_state_dict(state["net"])
-        opt.load_state_dict(state["opt"])
         step, elapsed = state["step"], state["elapsed"]
         print(f"resuming {run.name} at step {step} ({elapsed / 60:.1f} min in)", file=sys.stderr)
+    elif init is not None:
+        (run / "metrics.jsonl").unlink(missing_ok=True)
+        _load_init(net, init, run)
+    net = net.to(device).to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
+    if state is not None:
+        opt.load_state_dict(state["opt"])
     val = validation_set(held, tc["val_cards"], size)
     sampler = HardBatchSampler(
         dataset, tc["batch_size"], tc["hard_fraction"], config["seed"], start_step=step
@@ -208,10 +239,11 @@ def train(config: dict[str, Any]) -> Path:
         dataset,
         batch_sampler=sampler,
         collate_fn=collate,
-        num_workers=config["data"]["workers"],
+        num_workers=dc["workers"],
         worker_init_fn=_worker_init,
-        persistent_workers=config["data"]["workers"] > 0,
-        prefetch_factor=4 if config["data"]["workers"] > 0 else None,
+        persistent_workers=dc["workers"] > 0,
+        prefetch_factor=4 if dc["workers"] > 0 else None,
+        pin_memory=device.type == "cuda",
     )
     budget = tc["budget_minutes"] * 60
     mem_q: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -226,8 +258,9 @@ def train(config: dict[str, Any]) -> Path:
         lr = tc["lr"] * min(1.0, (step + 1) / tc["warmup_steps"]) * 0.5 * (1 + math.cos(math.pi * progress))
         for group in opt.param_groups:
             group["lr"] = lr
-        x = torch.cat([anchors, photos]).contiguous(memory_format=torch.channels_last)
-        z = net(x)
+        x = torch.cat([anchors, photos]).to(device, non_blocking=True)
+        arts = arts.to(device, non_blocking=True)
+        z = net(x.contiguous(memory_format=torch.channels_last))
         k, q = z[: len(anchors)], z[len(anchors) :]
         memory = None
         if progress >= tc["memory_start"] and mem_q:
@@ -278,6 +311,8 @@ def train(config: dict[str, Any]) -> Path:
             "wall_minutes": round(total / 60, 2),
             "pairs_seen": step * tc["batch_size"],
             "final_loss": last.get("loss"),
+            "device": device.type,
+            "init": (run / "init.txt").read_text().strip() if (run / "init.txt").exists() else None,
         },
         "metrics": {"validation": final},
     }
@@ -295,8 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. train.lr=1e-3"
     )
+    parser.add_argument("--init", type=Path, default=None, help="start a new run from exported weights")
     args = parser.parse_args(argv)
-    train(resolve_config(DEFAULTS, args.config, args.set))
+    train(resolve_config(DEFAULTS, args.config, args.set), args.init)
     return 0
 
 
