@@ -31,8 +31,17 @@ class URLFetchFailed(APIError):
     status, code = 400, "url_fetch_failed"
 
 
+# Every 401 names the scheme that would succeed (RFC 9110 15.5.2, RFC 6750 3): the API's one scheme.
+CHALLENGE = "Bearer"
+
+
 class Unauthorized(APIError):
+    """A 401 always carries its challenge, `WWW-Authenticate: Bearer` (RFC 9110 15.5.2 requires one)."""
+
     status, code = 401, "unauthorized"
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": CHALLENGE, **(headers or {})})
 
 
 class NotFound(APIError):

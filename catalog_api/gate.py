@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.auth import KeyVerifier, bearer_token
 from catalog_api.envelope import error_body
+from catalog_api.errors import CHALLENGE
 from catalog_api.ratelimit import Decision, RateLimiter
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ class V1Gate:
             return
         if bucket is None:
             message = "A valid API key is required: send 'Authorization: Bearer <key>'."
-            await _send_error(send, decision, 401, "unauthorized", message)
+            challenge = [(b"www-authenticate", CHALLENGE.encode())]
+            await _send_error(send, decision, 401, "unauthorized", message, challenge)
             return
         scope.setdefault("state", {})["rate_bucket"] = bucket
         await self._call_with_headers(scope, receive, send, decision)
@@ -71,12 +73,20 @@ class V1Gate:
             await _send_error(send, decision, 500, "internal", "Internal error; please retry.")
 
 
-async def _send_error(send: Send, decision: Decision, status: int, code: str, message: str) -> None:
+async def _send_error(
+    send: Send,
+    decision: Decision,
+    status: int,
+    code: str,
+    message: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     body = error_body(code, message)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         *decision.headers(),
+        *(extra or []),
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

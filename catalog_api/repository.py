@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from catalog_api import records
 from catalog_api.models import Card, CardMover, CardPriceCurrent, CardVariant
 from catalog_api.movers import WINDOWS
+from catalog_api.pagination import PositionShape
 from catalog_api.prices import CONDITION_ORDER
 
 SUMMARY_COLUMNS = (
@@ -29,6 +30,10 @@ SUMMARY_COLUMNS = (
 # Position in catalog order: the whole catalog, or within one expansion.
 GLOBAL_ORDER = (Card.sort_release, Card.expansion_id, Card.sort_nonnumeric, Card.sort_number, Card.id)
 EXPANSION_ORDER = (Card.sort_nonnumeric, Card.sort_number, Card.id)
+# What a cursor's position must hold for each order (the columns' own types), checked before any SQL.
+GLOBAL_SHAPE: PositionShape = tuple(column.type.python_type for column in GLOBAL_ORDER)
+EXPANSION_SHAPE: PositionShape = tuple(column.type.python_type for column in EXPANSION_ORDER)
+MOVERS_SHAPE: PositionShape = (int,)
 
 
 # Metadata is read as JSON text and spliced into the response unparsed (orjson.Fragment): a 200-row page
@@ -52,7 +57,8 @@ async def catalog_page(
     limit: int,
     with_metadata: bool,
 ) -> tuple[Sequence[Row[Any]], list[Any] | None]:
-    """Up to `limit` cards after position `after`, and the position of the last one if more remain."""
+    """Up to `limit` cards after position `after` (of GLOBAL_SHAPE, or EXPANSION_SHAPE within one
+    expansion), and the position of the last one if more remain."""
     order = EXPANSION_ORDER if expansion_id is not None else GLOBAL_ORDER
     sort_only = (Card.sort_release, Card.sort_nonnumeric, Card.sort_number)
     stmt = select(*_columns(with_metadata), *sort_only).order_by(*order).limit(limit + 1)
@@ -142,14 +148,15 @@ async def movers_page(
     after: list[Any] | None,
     limit: int,
 ) -> tuple[list[str], list[Any] | None]:
-    """Card ids of one leaderboard page (by the precomputed rank), and the last rank if more remain."""
+    """Card ids of one leaderboard page (by the precomputed rank, after `after` of MOVERS_SHAPE), and the
+    last rank if more remain."""
     rank = CardMover.gain_rank if direction == "gainers" else CardMover.loss_rank
     stmt = select(CardMover.card_id, rank).where(CardMover.window == window, rank.is_not(None))
     if expansion_id is not None:
         stmt = stmt.where(CardMover.expansion_id == expansion_id)
     if min_cents > 0:
         stmt = stmt.where(CardMover.start_cents >= min_cents, CardMover.end_cents >= min_cents)
-    if after is not None and len(after) == 1 and isinstance(after[0], int):
+    if after is not None:
         stmt = stmt.where(rank > after[0])
     rows = (await conn.execute(stmt.order_by(rank).limit(limit + 1))).all()
     more = len(rows) > limit

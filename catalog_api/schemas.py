@@ -247,7 +247,11 @@ class Health(Strict):
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorEnvelope, "description": "bad_request"},
-    401: {"model": ErrorEnvelope, "description": "unauthorized"},
+    401: {
+        "model": ErrorEnvelope,
+        "description": "unauthorized",
+        "headers": {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+    },
     429: {"model": ErrorEnvelope, "description": "rate_limited (see Retry-After)"},
     500: {"model": ErrorEnvelope, "description": "internal"},
 }

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz, process
 
 from catalog_api.feed import normalize_number
+from catalog_api.pagination import PositionShape
 
 MIN_SCORE = 0.6
 _NON_WORD = re.compile(r"[^0-9a-z]+")
@@ -44,6 +45,10 @@ class Hit:
     @property
     def sort_key(self) -> tuple[float, str]:
         return (-self.score, self.id)
+
+
+# The shape of a search cursor's position: a hit's sort_key.
+SORT_KEY_SHAPE: PositionShape = (float, str)
 
 
 class SearchIndex:

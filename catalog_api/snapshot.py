@@ -23,6 +23,7 @@ from catalog_api.models import (
     ProductPriceCurrent,
     Series,
 )
+from catalog_api.pagination import PositionShape
 from catalog_api.prices import CONDITION_ORDER
 from catalog_api.search import SearchIndex
 
@@ -36,6 +37,7 @@ class Table:
     records: dict[str, dict[str, Any]]
     order: list[list[Any]]  # each row's sort key, ascending; the id is its last element
     search: SearchIndex
+    shape: PositionShape  # the types of a sort key (what a cursor's position must hold)
 
 
 @dataclass
@@ -87,16 +89,19 @@ async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapsh
             {r.id: records.series_record(r, by_series.get(r.id, [])) for r in series_rows},
             [[r.first_release_date or "", r.id] for r in series_rows],
             SearchIndex((r.id, r.name, None) for r in series_rows),
+            (str, str),
         ),
         expansions=Table(
             {r.id: records.expansion_record(r) for r in expansion_rows},
             [[r.release_date, r.id] for r in expansion_rows],
             SearchIndex((r.id, r.name, None) for r in expansion_rows),
+            (str, str),
         ),
         products=Table(
             {str(r.id): records.product_record(r, product_prices.get(r.id)) for r in product_rows},
             [[r.id, str(r.id)] for r in product_rows],
             SearchIndex((str(r.id), r.name, r.number) for r in product_rows),
+            (int, str),
         ),
         product_expansions=product_expansions,
     )

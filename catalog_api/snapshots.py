@@ -108,7 +108,8 @@ def _gzip(lines: list[bytes]) -> bytes:
 
 
 def sign(settings: Settings, file_name: str, expires: int) -> str:
-    message = f"{file_name}:{expires}".encode()
+    # surrogatepass: a name is any text a URL path can carry; signing never raises on it.
+    message = f"{file_name}:{expires}".encode("utf-8", "surrogatepass")
     return hmac.new(settings.file_signing_key, message, hashlib.sha256).hexdigest()
 
 
@@ -119,12 +120,17 @@ def signed_url(settings: Settings, file_name: str, now: float | None = None) -> 
 
 
 def verify(settings: Settings, file_name: str, expires: str, signature: str) -> bool:
-    try:
-        deadline = int(expires)
-    except ValueError:
+    """Whether a snapshot URL's `expires` and `signature` are ours and unexpired; False for any other
+    text (the parameters come from anyone: no key is needed to ask).
+
+    `expires` must be the ASCII digits we wrote (int() would also take `1_0`, spaces, other scripts'
+    digits). The signatures are compared as bytes: compare_digest refuses non-ASCII str."""
+    if not (expires.isascii() and expires.isdigit()) or len(expires) > 18:
         return False
-    expected = sign(settings, file_name, deadline)
-    return hmac.compare_digest(expected, signature) and deadline >= time.time()
+    deadline = int(expires)
+    expected = sign(settings, file_name, deadline).encode()
+    given = signature.encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(expected, given) and deadline >= time.time()
 
 
 def publish(session: Session, settings: Settings, day: str) -> list[Announced]:

@@ -8,10 +8,20 @@ down instead of hammering it once per event.
 
 - 2xx: delivered. 410 Gone: the endpoint is disabled (reason stored) and its pending events stop.
 - Anything else (other status, 3xx included since redirects are never followed, timeout, refused
-  connection): retried after min(cap, base * 2**(attempts-1)) seconds, jittered ±20%, or later when the
-  receiver's `Retry-After` asks for more. After `webhooks_max_attempts` failures of one event (about a
-  day with the defaults) the endpoint is disabled; nothing is dropped: `cardcat webhooks enable ID`
-  resumes it from that event.
+  connection, an answer we cannot read, any unexpected error while posting): retried after
+  min(cap, base * 2**(attempts-1)) seconds, jittered ±20%, or later when the receiver's `Retry-After`
+  asks for more. After `webhooks_max_attempts` failures of one event (about a day with the defaults)
+  the endpoint is disabled; nothing is dropped: `cardcat webhooks enable ID` resumes it from that event.
+  Every attempt is recorded, whatever the receiver sent back, so one odd receiver is backed off like any
+  failing one and never holds up another endpoint's deliveries.
+- Deadline: each post has one overall deadline, `webhooks_timeout_s` (10 s by default), from the
+  connection attempt to the last byte of the answer that we read. Per-read timeouts alone would let a
+  receiver that drips its answer a byte at a time hold a deliverer indefinitely; past the deadline the
+  connection is dropped and the attempt counts as failed. So a deliverer worker is never held longer
+  than the deadline (plus the DNS lookup) by one endpoint, and `cardcat serve` waits that long for the
+  post in flight when it stops.
+- `Retry-After` is read strictly: ASCII delay-seconds or an HTTP-date; anything else is ignored (the
+  usual backoff applies), never an error.
 - Several deliverers may run on PostgreSQL: each claims an endpoint's head delivery with
   `FOR UPDATE SKIP LOCKED` and holds the lock while it posts (a killed deliverer's lock dies with its
   connection). SQLite has no row locks: run a single deliverer there.
@@ -21,6 +31,7 @@ down instead of hammering it once per event.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -32,6 +43,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -52,6 +64,11 @@ SECRET_PREFIX = "whsec_"
 USER_AGENT = "cardcat-webhooks/1"
 # A receiver's Retry-After is honoured up to this long (a larger value is taken as this).
 MAX_RETRY_AFTER_S = 24 * 3600.0
+# An error text is stored with the attempt: this long at most, without control characters or lone
+# surrogates (PostgreSQL text cannot hold NUL, and a receiver's error page may contain anything).
+MAX_ERROR_CHARS = 500
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+_DELAY_SECONDS = re.compile(r"[0-9]+")
 _HOSTNAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
 
 
@@ -283,19 +300,34 @@ def backoff_s(attempts: int, settings: Settings, retry_after: float | None = Non
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """`Retry-After` as seconds from now: delay-seconds or an HTTP-date; None when absent or unreadable."""
+    """`Retry-After` as seconds from now, at most MAX_RETRY_AFTER_S: delay-seconds or an HTTP-date; None
+    when absent or unreadable.
+
+    Total on any text, because the receiver chooses it: delay-seconds are ASCII digits only (`str.isdigit`
+    also accepts `²` and other scripts' digits, which `float` then refuses), and anything the date parser
+    cannot read is ignored rather than raised."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if not value.isascii():
+        return None
+    if _DELAY_SECONDS.fullmatch(value):
+        digits = value.lstrip("0") or "0"
+        # Longer than 9 digits is more than the cap anyway (and int() refuses thousands of digits).
+        return MAX_RETRY_AFTER_S if len(digits) > 9 else min(float(digits), MAX_RETRY_AFTER_S)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - now).total_seconds()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_S)
+
+
+def _clean(text: str) -> str:
+    """An error text fit to store: control characters replaced, length capped."""
+    return _CONTROL.sub("?", text[:MAX_ERROR_CHARS])
 
 
 def _claim(conn: Connection, cutoff: datetime, lock: bool) -> Job | None:
@@ -335,13 +367,53 @@ def _claim(conn: Connection, cutoff: datetime, lock: bool) -> Job | None:
     return None if row is None else Job(*row)
 
 
-def _post(client: httpx.Client, job: Job, settings: Settings) -> Outcome:
+class Poster(AbstractContextManager["Poster"]):
+    """Posts jobs for one deliverer thread: its own event loop and HTTP client, so that a whole post
+    (connect, send, read the answer) can be put under one deadline and cancelled when it is missed."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._runner = asyncio.Runner()
+        timeout = httpx.Timeout(settings.webhooks_timeout_s)
+        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
+
+    def post(self, job: Job) -> Outcome:
+        """The attempt's outcome; never raises (an unexpected error is a failed attempt like any other,
+        so it is recorded and backed off instead of retried at once, ahead of every other endpoint)."""
+        try:
+            return self._runner.run(_post(self._client, job, self.settings))
+        except Exception as exc:
+            log.exception("unexpected error posting %s to endpoint %d", job.event_id, job.endpoint_id)
+            return Outcome(None, f"unexpected error: {type(exc).__name__}: {exc}")
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._runner.run(self._client.aclose())
+        finally:
+            self._runner.close()
+
+
+async def _post(client: httpx.AsyncClient, job: Job, settings: Settings) -> Outcome:
     try:
         target = parse_url(job.url)
         addresses = resolve(target, settings.webhooks_allow_private)
     except URLRefused as exc:
         return Outcome(None, str(exc))
-    headers = {**signed_headers(job.secret, job.event_id, job.body), "host": target.host_header}
+    deadline = settings.webhooks_timeout_s
+    try:
+        async with asyncio.timeout(deadline):
+            return await _send(client, job, target, addresses)
+    except TimeoutError:
+        return Outcome(None, f"no complete answer within the {deadline:g} s deadline")
+
+
+async def _send(client: httpx.AsyncClient, job: Job, target: Target, addresses: list[IPAddress]) -> Outcome:
+    # identity: the error page snippet we keep is read raw, so a compressed reply is never inflated.
+    headers = {
+        **signed_headers(job.secret, job.event_id, job.body),
+        "host": target.host_header,
+        "accept-encoding": "identity",
+    }
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     last_error = "no address to connect to"
     for ip in addresses:
@@ -349,20 +421,20 @@ def _post(client: httpx.Client, job: Job, settings: Settings) -> Outcome:
             "POST", target.url_for(ip), content=job.body.encode(), headers=headers, extensions=extensions
         )
         try:
-            response = client.send(request, stream=True)
+            response = await client.send(request, stream=True)
         except httpx.ConnectError as exc:
             last_error = f"connection failed: {exc}"
             continue  # the next checked address
         except httpx.HTTPError as exc:
             return Outcome(None, f"{type(exc).__name__}: {exc}")
         try:
-            return _outcome(response)
+            return await _outcome(response)
         finally:
-            response.close()
+            await response.aclose()
     return Outcome(None, last_error)
 
 
-def _outcome(response: httpx.Response) -> Outcome:
+async def _outcome(response: httpx.Response) -> Outcome:
     status = response.status_code
     if 200 <= status < 300:
         return Outcome(status)
@@ -371,7 +443,7 @@ def _outcome(response: httpx.Response) -> Outcome:
         return Outcome(status, f"HTTP {status} redirect to {location[:200]!r} not followed")
     snippet = b""
     try:
-        for part in response.iter_bytes():
+        async for part in response.aiter_raw():
             snippet += part
             if len(snippet) >= 200:
                 break
@@ -386,11 +458,8 @@ def _record(conn: Connection, job: Job, outcome: Outcome, settings: Settings) ->
     """Store the attempt's result; returns what became of it (delivered, retry, disabled)."""
     now = datetime.now(UTC)
     attempts = job.attempts + 1
-    values: dict[str, Any] = {
-        "attempts": attempts,
-        "last_status": outcome.status,
-        "last_error": outcome.error,
-    }
+    error = None if outcome.error is None else _clean(outcome.error)
+    values: dict[str, Any] = {"attempts": attempts, "last_status": outcome.status, "last_error": error}
     reason = None
     if outcome.delivered:
         values["delivered_at"] = now
@@ -399,7 +468,7 @@ def _record(conn: Connection, job: Job, outcome: Outcome, settings: Settings) ->
         reason = f"the receiver answered 410 Gone to {job.event_id} at {now.isoformat(timespec='seconds')}"
         result = "disabled"
     elif attempts >= settings.webhooks_max_attempts:
-        reason = f"gave up on {job.event_id} after {attempts} failed attempts (last: {outcome.error})"
+        reason = f"gave up on {job.event_id} after {attempts} failed attempts (last: {error})"
         result = "disabled"
     else:
         delay = backoff_s(attempts, settings, outcome.retry_after)
@@ -427,7 +496,7 @@ class Deliverer:
         self.counts = {"delivered": 0, "retry": 0, "disabled": 0}
         self._lock = threading.Lock()
 
-    def deliver_one(self, client: httpx.Client, cutoff: datetime) -> bool:
+    def deliver_one(self, poster: Poster, cutoff: datetime) -> bool:
         """Claim, post and record one delivery; False when none is due."""
         with self.engine.connect() as conn:
             job = _claim(conn, cutoff, self.locking)
@@ -436,7 +505,7 @@ class Deliverer:
                 return False
             if not self.locking:
                 conn.rollback()  # SQLite: hold no read snapshot (and so no writer out) across the post
-            outcome = _post(client, job, self.settings)
+            outcome = poster.post(job)
             result = _record(conn, job, outcome, self.settings)
             conn.commit()
         with self._lock:
@@ -454,17 +523,17 @@ class Deliverer:
         self, once: bool, stop: threading.Event, alive: Callable[[], bool], errors: list[BaseException]
     ) -> None:
         started = datetime.now(UTC)
-        timeout = httpx.Timeout(self.settings.webhooks_timeout_s)
-        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        with Poster(self.settings) as poster:
             while not stop.is_set() and alive():
                 try:
-                    busy = self.deliver_one(client, started if once else datetime.now(UTC))
+                    busy = self.deliver_one(poster, started if once else datetime.now(UTC))
                 except Exception as exc:
                     if once:
                         errors.append(exc)
                         return
-                    # E.g. SQLite busy behind a long sync: nothing was recorded, so the delivery is
-                    # simply claimed (and, if it was posted, sent) again.
+                    # A database error (e.g. SQLite busy behind a long sync; posting never raises):
+                    # nothing was recorded, so the delivery is simply claimed (and, if it was posted,
+                    # sent) again.
                     unexpected = not isinstance(exc, SQLAlchemyError)
                     log.warning("delivery failed, retrying: %s", exc, exc_info=unexpected)
                     busy = False

@@ -14,7 +14,7 @@ from catalog_api.errors import NotFound
 from catalog_api.pagination import parse_limit
 from catalog_api.routes.params import Cursor, Limit, Search
 from catalog_api.schemas import ERRORS, NOT_FOUND, Card, CardSummary, Envelope, Page
-from catalog_api.search import page_after
+from catalog_api.search import SORT_KEY_SHAPE, page_after
 
 router = APIRouter(prefix="/v1/cards", tags=["cards"])
 INCLUDES = ("variants", "metadata", "change")
@@ -55,7 +55,11 @@ async def _card_page(
     size = parse_limit(limit)
     extras = parse_include(include)
     scope = ["cards", expansion_id, q]
-    after = context.cursors.decode(cursor, scope)
+    if q is not None:
+        shape = SORT_KEY_SHAPE
+    else:
+        shape = repository.GLOBAL_SHAPE if expansion_id is None else repository.EXPANSION_SHAPE
+    after = context.cursors.decode(cursor, scope, shape)
     async with context.engine.connect() as conn:
         if q is None:
             rows, position = await repository.catalog_page(
@@ -70,7 +74,7 @@ async def _card_page(
                 else (lambda card_id: snapshot.card_expansion.get(card_id) == expansion_id)
             )
             hits = snapshot.card_search.search(q, keep)
-            start = (float(after[0]), str(after[1])) if after and len(after) == 2 else None
+            start = (after[0], after[1]) if after is not None else None
             chosen, more = page_after(hits, start, size)
             rows = await repository.cards_by_ids(conn, [hit.id for hit in chosen], "metadata" in extras)
             scores = [hit.score for hit in chosen]

@@ -12,7 +12,7 @@ from catalog_api.deps import Context, cached_read
 from catalog_api.envelope import page
 from catalog_api.errors import BadRequest
 from catalog_api.movers import WINDOWS
-from catalog_api.pagination import parse_limit
+from catalog_api.pagination import parse_limit, parse_query_int
 from catalog_api.routes.params import Cursor, Limit
 from catalog_api.schemas import ERRORS, CardSummary, Envelope, Page
 
@@ -59,7 +59,7 @@ async def list_movers(
     async def produce() -> dict[str, Any]:
         size = parse_limit(limit)
         scope = ["movers", window, direction, expansion_id, floor]
-        after = context.cursors.decode(cursor, scope)
+        after = context.cursors.decode(cursor, scope, repository.MOVERS_SHAPE)
         async with context.engine.connect() as conn:
             ids, position = await repository.movers_page(
                 conn,
@@ -84,6 +84,9 @@ async def list_movers(
 
 
 def _cents(raw: str) -> int:
-    if not raw.isdigit() or len(raw) > 12:
+    """ASCII digits only: str.isdigit() also passes `²` (which int() then refuses) and other scripts'
+    digits."""
+    value = parse_query_int(raw) if len(raw) <= 12 else None
+    if value is None or value < 0 or raw.startswith("-"):
         raise BadRequest("min_cents must be a whole number of cents (0 or more).")
-    return int(raw)
+    return value

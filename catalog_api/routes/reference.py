@@ -15,7 +15,7 @@ from catalog_api.errors import NotFound
 from catalog_api.pagination import parse_limit
 from catalog_api.routes.params import Cursor, Limit, Search
 from catalog_api.schemas import ERRORS, NOT_FOUND, Envelope, Expansion, Page, Product, Series
-from catalog_api.search import page_after
+from catalog_api.search import SORT_KEY_SHAPE, page_after
 from catalog_api.snapshot import Snapshot, Table
 
 router = APIRouter(prefix="/v1")
@@ -32,7 +32,7 @@ def _list(
 ) -> dict[str, Any]:
     """One page of a small table: in its catalog order, or best match first with `q`."""
     size = parse_limit(limit)
-    after = context.cursors.decode(cursor, scope)
+    after = context.cursors.decode(cursor, scope, table.shape if q is None else SORT_KEY_SHAPE)
     items: list[dict[str, Any]]
     if q is None:
         order = [key for key in table.order if keep is None or keep(key[-1])]
@@ -42,7 +42,7 @@ def _list(
         more = start + size < len(order)
         position = chosen[-1] if more and chosen else None
     else:
-        start_key = (float(after[0]), str(after[1])) if after and len(after) == 2 else None
+        start_key = (after[0], after[1]) if after is not None else None
         hits, more = page_after(table.search.search(q, keep), start_key, size)
         items = [{**table.records[hit.id], "score": hit.score} for hit in hits]
         position = list(hits[-1].sort_key) if more and hits else None

@@ -7,6 +7,9 @@ process) that checks every signature with the `standardwebhooks` library.
 - Delivery is at least once and in order: a receiver failing for a while, or a deliverer killed
   mid-post, ends with every event delivered (by id); 410 disables the endpoint; redirects are not
   followed; a tampered body fails verification.
+- Hostile receivers (issue 17): an odd `Retry-After` or a NUL in the error page costs one recorded,
+  backed-off attempt and never holds up another endpoint; an answer dripped a byte at a time is cut
+  off at the post's deadline.
 
 The feed is the project's own sample catalog (`cardcat catalog demo-feed`), so nothing here needs
 ../shared. Retries are configured sub-second (CARDCAT_WEBHOOKS_BACKOFF_*), the receiver is on loopback
@@ -93,15 +96,20 @@ class Received:
 
 @dataclass
 class Receiver:
-    """A webhook receiver: answers 500 to the first `fail_first` posts (503 + Retry-After to the first
-    `retry_after_first` of those), then `status` (200, 410, 307 to /elsewhere); with `hang` set it holds
-    the first post until `release` is set. Every post is recorded with whether its signature verified."""
+    """A webhook receiver: answers 500 to the first `fail_first` posts (503 + `Retry-After: retry_after`,
+    raw bytes, to the first `retry_after_first` of those), then `status` (200, 410, 307 to /elsewhere);
+    failures carry `error_body`. With `hang` set it holds the first post until `release` is set; with
+    `drip` set it answers every post one header byte every half second for 30 s (a peer that never
+    trips a per-read timeout). Every post is recorded with whether its signature verified."""
 
     secret: str = ""
     fail_first: int = 0
     retry_after_first: int = 0
     status: int = 200
+    retry_after: bytes = b"1"
+    error_body: bytes = b""
     hang: bool = False
+    drip: bool = False
     release: threading.Event = field(default_factory=threading.Event)
     in_flight: threading.Event = field(default_factory=threading.Event)
     received: list[Received] = field(default_factory=list)
@@ -154,16 +162,24 @@ class Receiver:
         if first and self.hang:
             self.in_flight.set()
             self.release.wait(30)
+        body = self.error_body if status >= 300 else b""
+        head = [f"HTTP/1.0 {status} Answer".encode(), b"Content-Length: %d" % len(body)]
+        if status == 503:
+            head.append(b"Retry-After: " + self.retry_after)  # as sent: odd values included
+        if status == 307:
+            head.append(b"Location: /elsewhere")
         try:
-            request.send_response(status)
-            if status == 503:
-                request.send_header("Retry-After", "1")
-            if status == 307:
-                request.send_header("Location", "/elsewhere")
-            request.send_header("Content-Length", "0")
-            request.end_headers()
+            if self.drip:
+                request.wfile.write(b"HTTP/1.0 200 OK\r\nX-Drip: ")
+                for _ in range(60):
+                    request.wfile.write(b"z")
+                    request.wfile.flush()
+                    time.sleep(0.5)
+                request.wfile.write(b"\r\nContent-Length: 0\r\n\r\n")
+                return
+            request.wfile.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
         except OSError:
-            pass  # the deliverer is gone (killed mid-post)
+            pass  # the deliverer is gone (killed mid-post, or it gave up on a drip)
 
     def accepted(self) -> list[Record]:
         """Bodies of the posts answered 2xx, in arrival order."""
@@ -764,3 +780,87 @@ def test_retry_after_and_the_backoff_schedule() -> None:
     assert 23 * 3600 < sum(nominal) < 24 * 3600, "the endpoint is given up on after about a day"
     assert backoff_s(1, settings, retry_after=600.0) == 600.0
     assert backoff_s(1, settings, retry_after=10**9) == 24 * 3600.0
+
+
+# --- hostile receivers -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def healthy(deployment: Deployment) -> Iterator[tuple[Receiver, int]]:
+    """A second receiver, answering 200, subscribed beside `receiver` for one test."""
+    receiver = Receiver().start()
+    endpoint = deployment.quick_subscribe(receiver)
+    yield receiver, endpoint
+    receiver.stop()
+    deployment.quick_unsubscribe(endpoint)
+
+
+def head_delivery(deployment: Deployment, endpoint: int, since: int) -> tuple[Any, ...]:
+    """(attempts, last_status, delivered_at, last_error, next try as a Unix time) of the endpoint's
+    first event after `since`."""
+    rows = deployment.sql(
+        "SELECT attempts, last_status, delivered_at, last_error,"
+        " extract(epoch FROM next_attempt_at)::float8 FROM deliveries"
+        " WHERE endpoint_id = %s AND event_seq > %s ORDER BY event_seq LIMIT 1",
+        endpoint,
+        since,
+    )
+    return rows[0]
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "error_body"),
+    [
+        (b"\xb2", b""),  # latin-1 superscript two: str.isdigit() is true, float() fails
+        ("²³".encode(), b""),
+        ("١٢".encode(), b""),  # Arabic-Indic digits: not delay-seconds, ignored
+        (b"Fri, 31 Dec 99999 23:59:59 GMT", b""),
+        (b"1", b"the error page says \x00 (PostgreSQL text holds no NUL)"),
+    ],
+    ids=["latin1-superscript", "utf8-superscripts", "arabic-indic", "year-99999", "nul-in-body"],
+)
+def test_an_odd_receiver_costs_one_failed_attempt_and_starves_no_one(
+    deployment: Deployment,
+    receiver: tuple[Receiver, int],
+    healthy: tuple[Receiver, int],
+    retry_after: bytes,
+    error_body: bytes,
+) -> None:
+    """Issue 17 row 3: whatever a receiver answers, its attempt is recorded as a failure with backoff
+    (before, an unreadable Retry-After or a NUL in the error page escaped unrecorded: `--once` crashed,
+    the endpoint was posted again every poll and the other endpoints waited)."""
+    bad, bad_endpoint = receiver
+    good, _ = healthy
+    bad.fail_first = bad.retry_after_first = 1000
+    bad.retry_after, bad.error_body = retry_after, error_body
+    since = deployment.last_seq()
+    rename_three_things(deployment, f"odd {retry_after!r}")
+    owed = [event_id for _, event_id, _ in deployment.outbox_after(since)]
+    started = time.time()
+    assert deployment.deliver_once() == {"delivered": 3, "retry": 1, "disabled": 0}
+    assert [b["id"] for b in good.accepted()] == owed, "the healthy endpoint got everything, in order"
+    assert len(bad.received) == 1
+    attempts, status, delivered_at, error, next_at = head_delivery(deployment, bad_endpoint, since)
+    assert (attempts, status, delivered_at) == (1, 503, None)
+    assert error.startswith("HTTP 503") and "\x00" not in error
+    assert started < next_at <= time.time() + 24 * 3600, "retried after a backoff"
+
+
+def test_a_receiver_dripping_its_answer_is_cut_off_at_the_deadline(
+    deployment: Deployment, receiver: tuple[Receiver, int], healthy: tuple[Receiver, int]
+) -> None:
+    """Issue 17 row 4: one header byte every half second never trips a per-read timeout; the whole post
+    has a deadline (CARDCAT_WEBHOOKS_TIMEOUT_S, 5 s here) and missing it is a failed attempt."""
+    slow, slow_endpoint = receiver
+    good, _ = healthy
+    slow.drip = True
+    since = deployment.last_seq()
+    rename_three_things(deployment, "drip")
+    started = time.monotonic()
+    assert deployment.deliver_once() == {"delivered": 3, "retry": 1, "disabled": 0}
+    took = time.monotonic() - started
+    assert took < 5 + 10, f"the deliverer was held {took:.1f} s by a 30 s drip"
+    assert len(good.accepted()) == 3
+    attempts, status, delivered_at, error, next_at = head_delivery(deployment, slow_endpoint, since)
+    assert (attempts, status, delivered_at) == (1, None, None)
+    assert "5 s deadline" in error and next_at > time.time() - took
