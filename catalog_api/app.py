@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -26,6 +26,8 @@ from catalog_api.gate import V1Gate
 from catalog_api.pagination import CursorCodec
 from catalog_api.ratelimit import make_rate_limiter
 from catalog_api.routes import bench, cards, files, health, images, movers, reference, scan
+from catalog_api.scan_client import open_scan_client
+from catalog_api.secret_store import stored_secrets
 from catalog_api.settings import Settings, get_settings
 from catalog_api.snapshot import SnapshotHolder
 
@@ -33,7 +35,9 @@ log = logging.getLogger("cardcat")
 
 
 def _cursor_secret(settings: Settings) -> bytes:
-    secret = settings.cursor_secret or "cardcat-cursor:" + settings.sqlalchemy_url
+    """The cursor key: CARDCAT_CURSOR_SECRET, else the data dir's random one (never derived from the
+    database URL, which is guessable), so every worker and replica on that data dir agrees."""
+    secret = settings.cursor_secret or stored_secrets(settings.data_dir).cursor
     return hashlib.sha256(secret.encode()).digest()
 
 
@@ -46,8 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         context: AppContext = app.state.context
         await context.snapshots.get()  # build the search indexes before the first request
-        if settings.scan_url:
-            context.scanner = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=2.0), trust_env=False)
+        context.scanner = await asyncio.to_thread(
+            open_scan_client, settings.scan_app, settings.scan_url, settings.ray_address
+        )
         yield
         if context.scanner is not None:
             await context.scanner.aclose()

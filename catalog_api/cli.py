@@ -348,7 +348,7 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
 
     settings = get_settings()
     started_ray = False
-    if scan is not False and not settings.scan_url:
+    if scan is not False and not (settings.scan_url or settings.scan_app):
         from serve_app.config import ScanConfig, models_present
 
         config = ScanConfig(index_dir=str(settings.index_dir))
@@ -358,7 +358,7 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
         if not missing:
             from serve_app.local import start_scanner
 
-            os.environ["CARDCAT_SCAN_URL"] = start_scanner(config, settings.scan_port)
+            os.environ["CARDCAT_SCAN_APP"] = start_scanner(config, settings.scan_port or None)
             get_settings.cache_clear()
             started_ray = True
         else:
@@ -370,9 +370,9 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
             factory=True,
             host=host,
             port=port,
-            workers=workers,
             log_level="info",
             access_log=False,
+            **_uvicorn_options(settings, workers),
         )
     finally:
         if deliverer is not None:
@@ -422,6 +422,29 @@ def demo(ctx: click.Context, host: str, port: int, scan: bool) -> None:
     ctx.invoke(keys_create, name="demo", expires_in=None)
     click.echo(f"serving on http://{host}:{port} (docs at /docs)")
     ctx.invoke(serve, host=host, port=port, workers=1, scan=None)
+
+
+def _uvicorn_options(settings: Any, workers: int) -> dict[str, Any]:
+    """uvicorn's proxy trust and worker count, from our settings.
+
+    uvicorn believes X-Forwarded-For from 127.0.0.1 by default, which lets any client on loopback (or
+    behind a local proxy that passes the header through) pick its own address and so its anonymous
+    rate-limit bucket: trust only the proxies CARDCAT_FORWARDED_ALLOW_IPS names. Several workers without
+    Redis each count their own budget, so a key gets `workers` times the limit: say so at start.
+    """
+    if workers > 1 and not settings.redis_url:
+        click.echo(
+            f"warning: {workers} workers without CARDCAT_REDIS_URL: each worker counts the rate limit on "
+            f"its own, so a key may make up to {workers} x {settings.rate_limit} requests per "
+            f"{settings.rate_window_s} s; set CARDCAT_REDIS_URL to share one budget",
+            err=True,
+        )
+    allowed = settings.forwarded_allow_ips.strip()
+    return {
+        "workers": workers,
+        "proxy_headers": bool(allowed),
+        "forwarded_allow_ips": allowed or None,
+    }
 
 
 if __name__ == "__main__":

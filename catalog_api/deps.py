@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-import httpx
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.responses import Response
@@ -14,6 +13,7 @@ from starlette.responses import Response
 from catalog_api.cache import ResponseCache
 from catalog_api.envelope import conditional_response, data_response, envelope_body, etag_of
 from catalog_api.pagination import CursorCodec
+from catalog_api.scan_client import ScanClient
 from catalog_api.settings import Settings
 from catalog_api.snapshot import SnapshotHolder
 from serve_app.intake import FetchPolicy
@@ -28,7 +28,7 @@ class AppContext:
     cache: ResponseCache | None = None
     fetch_policy: FetchPolicy = field(default_factory=FetchPolicy)
     # Talks to the Ray Serve scanner; None when scanning is not configured.
-    scanner: httpx.AsyncClient | None = None
+    scanner: ScanClient | None = None
 
 
 def get_context(request: Request) -> AppContext:

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.sessions import Backend, TorchSession, check_version, open_session
+from models.geometry import shrink
+from models.sessions import Backend, TorchSession, check_version, fold_batchnorm, open_session
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
 INPUT_W, INPUT_H = 96, 134  # keeps the face's 600:838 aspect; the art window is ~80x53 pixels here
@@ -27,13 +28,8 @@ INPUT, OUTPUT = "faces__0", "vectors__0"
 
 
 def prepare(face: np.ndarray, size: tuple[int, int] = (INPUT_W, INPUT_H)) -> np.ndarray:
-    """RGB uint8 face of any size -> the network's input size; INTER_AREA so downscaling does not alias."""
-    if face.ndim != 3 or face.shape[2] != 3:
-        raise ValueError(f"expected an RGB image (H, W, 3), got shape {face.shape}")
-    if (face.shape[1], face.shape[0]) == size:
-        return np.ascontiguousarray(face, dtype=np.uint8)
-    interp = cv2.INTER_AREA if face.shape[1] > size[0] else cv2.INTER_LINEAR
-    return cv2.resize(face, size, interpolation=interp)
+    """RGB uint8 face of any size -> the network's input size (`models.geometry.shrink`)."""
+    return shrink(face, size)
 
 
 def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
@@ -128,7 +124,7 @@ class CardEmbedder:
         self.net = build_net(model_cfg)
         self.net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
         self.device = torch.device(device)
-        self.net.to(self.device).eval()
+        fold_batchnorm(self.net.to(self.device).eval())
         self.dim: int = int(model_cfg.get("dim", 128))
         self.batch_size = batch_size
         self.graph = EmbedderGraph(self.net)

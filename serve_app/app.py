@@ -2,15 +2,20 @@
 
 Detection, OCR and embedding (with the FAISS index) are separate deployments, each batching requests
 with `@serve.batch` (a replica takes `max_ongoing_requests` >= `max_batch_size`, or batches never fill)
-and each placed on a GPU when the cluster has one. `ScanService` composes them and answers
-`POST /scan` with the raw photo bytes as the body (the `/v1` ingress has already authenticated,
-rate-limited and size-checked the request). Its JSON answer names cards by id; the ingress adds the
-catalog fields.
+and each placed on a GPU when the cluster has one. `ScanService` composes them. The `/v1` ingress, which
+has already authenticated, rate-limited and size-checked the request, calls `ScanService.scan_photo` with
+the photo's bytes through a Serve `DeploymentHandle` (or, from outside the Ray cluster, posts them to
+`POST /scan` on Ray's HTTP proxy). The answer names cards by id; the ingress adds the catalog fields.
 
-    photo bytes -> decode -> Detector.locate -> rectify (+ the 180° turn)
-                -> Embedder.search (both turns, keep the better)
-                -> Reader.read (that face, and the footer lines of the matched artworks' reprints, scored)
+    photo bytes -> Detector.locate: decode at working scale, find the corners, rectify to the 600x838 face
+                -> Embedder.search: the face shrunk to 96x134, upright and turned 180°, keep the better
+                -> Reader.read: that face, and the footer lines of the matched artworks' reprints, scored
                 -> fusion.decide -> {"matches": [{card_id, score}], "unidentified": ...}
+
+Each deployment gets only what it needs (measured in `docs`/README "where a scan's time goes"): the
+Detector the compressed photo (decoding where the pixels are used saves moving a 4-37 MB array between
+processes), the Embedder a 38 KB thumbnail, the Reader the face. ScanService itself loads no network
+runtime (no torch): it only shrinks, turns and fuses.
 
 Runtime knobs (index directory, batch sizes, thresholds) arrive through `reconfigure(user_config)`,
 so a rebuilt index or new weights are swapped in by `serve deploy` without dropping requests; the
@@ -20,6 +25,7 @@ Embedder and ScanService also notice a rebuilt index directory on their own (its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -28,13 +34,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import ray
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from catalog_api.errors import APIError
+from models.geometry import half_turn, rectify, shrink
 from serve_app.config import ScanConfig, resolve_device
+from serve_app.decoding import decode_photo
 from serve_app.fusion import (
     Decision,
     PrintTable,
@@ -44,7 +53,6 @@ from serve_app.fusion import (
     decide,
     footer_candidates,
 )
-from serve_app.intake import decode_image
 
 log = logging.getLogger("cardcat.scan")
 INDEX_RECHECK_S = 2.0
@@ -61,45 +69,117 @@ def _index_stamp(index_dir: Path) -> str | None:
         return None
 
 
+def _torch_threads(device: str, threads: int) -> None:
+    """One intra-op thread per CPU replica unless told otherwise: replicas already run side by side, and
+    extra OpenMP threads only spin-wait between a small network's layers (CPU spent, nothing gained)."""
+    import torch
+
+    if device == "cpu":
+        torch.set_num_threads(max(1, threads))
+    if torch.get_num_interop_threads() != 1:
+        with contextlib.suppress(RuntimeError):  # fixed for good once torch ran anything in this process
+            torch.set_num_interop_threads(1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """The Detector's answer for one photo. `face` is a Ray object reference to the rectified 600x838 face
+    (None: no card found): ScanService passes it on to the Reader without ever fetching the 1.5 MB
+    itself; `thumbnail` is the face already shrunk for the Embedder (38 KB, sent inline). `error` says why
+    the bytes could not be decoded (the spec's code and message)."""
+
+    face: Any = None
+    thumbnail: np.ndarray | None = None
+    error: tuple[str, str] | None = None
+
+
 @serve.deployment(max_ongoing_requests=32)
 class Detector:
-    def __init__(self, weights: str, device: str = "auto", backend: dict[str, Any] | None = None) -> None:
+    """Decode, locate and rectify: everything that needs the photo's pixels happens in this replica, so
+    only the compressed photo comes in and only the 600x838 face goes out."""
+
+    def __init__(
+        self,
+        weights: str,
+        device: str = "auto",
+        backend: dict[str, Any] | None = None,
+        threads: int = 1,
+    ) -> None:
         from models.detector import CardDetector
         from models.sessions import Backend
 
-        self.model = CardDetector(Path(weights), resolve_device(device), Backend.from_dict(backend))
+        device = resolve_device(device)
+        _torch_threads(device, threads)
+        self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
         self.model.locate_batch([np.zeros((480, 360, 3), np.uint8)])  # warm up
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         self.locate.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def locate(self, images: list[np.ndarray]) -> list[np.ndarray | None]:
-        return await asyncio.to_thread(self.model.locate_batch, images)
+    async def locate(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:
+        """Each request: the photo's bytes and the (width, height) of the thumbnail to return."""
+        located = await asyncio.to_thread(self.locate_photos, [photo for photo, _ in requests])
+        return [
+            Located(face=ray.put(face), thumbnail=shrink(face, size))
+            if isinstance(face, np.ndarray)
+            else face
+            for face, (_, size) in zip(located, requests, strict=True)
+        ]
+
+    def locate_photos(self, photos: list[bytes]) -> list[np.ndarray | Located]:
+        """Photos of any size and format in one batch, each decoded once, at working size: the rectified
+        face of each, or a `Located` saying there is none, or why."""
+        images: dict[int, np.ndarray] = {}
+        out: list[np.ndarray | Located] = [Located() for _ in photos]
+        for i, data in enumerate(photos):
+            try:
+                images[i] = decode_photo(data)
+            except APIError as error:
+                out[i] = Located(error=(error.code, error.message))
+        quads = self.model.locate_batch(list(images.values())) if images else []
+        for (i, image), quad in zip(images.items(), quads, strict=True):
+            if quad is not None:
+                out[i] = rectify(image, quad)
+        return out
 
 
 @serve.deployment(max_ongoing_requests=32)
 class Reader:
     def __init__(
-        self, weights: str, device: str = "auto", checkpoint: str | None = None, arch: str = ""
+        self,
+        weights: str,
+        device: str = "auto",
+        checkpoint: str | None = None,
+        arch: str = "",
+        threads: int = 1,
     ) -> None:
         from models.ocr import PrintReader
 
+        device = resolve_device(device)
+        _torch_threads(device, threads)
         kwargs: dict[str, Any] = {"arch": arch} if arch else {}
-        self.model = PrintReader(
-            Path(weights), resolve_device(device), Path(checkpoint) if checkpoint else None, **kwargs
-        )
+        self.model = PrintReader(Path(weights), device, Path(checkpoint) if checkpoint else None, **kwargs)
         self.model.read_batch([np.full((838, 600, 3), 200, np.uint8)])
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         self.read.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def read(self, requests: list[tuple[np.ndarray, list[str]]]) -> list[dict[str, Any]]:
-        """Each request: a face, and the footer lines its candidates print (scored for fusion)."""
-        faces, footers = [face for face, _ in requests], [lines for _, lines in requests]
+    async def read(self, requests: list[tuple[Any, bool, list[str]]]) -> list[dict[str, Any]]:
+        """Each request: a face (an array, or the Detector's object reference to one), whether to turn it
+        180° first, and the footer lines its candidates print (scored for fusion)."""
+        fetched = await asyncio.gather(*(_resolve(face) for face, _, _ in requests))
+        faces = [
+            half_turn(face) if turn else face for face, (_, turn, _) in zip(fetched, requests, strict=True)
+        ]
+        footers = [lines for _, _, lines in requests]
         reads = await asyncio.to_thread(self.model.read_batch, faces, footers)
         return [dataclasses.asdict(read) for read in reads]
+
+
+async def _resolve(face: Any) -> np.ndarray:
+    return face if isinstance(face, np.ndarray) else await face
 
 
 @serve.deployment(max_ongoing_requests=32)
@@ -113,11 +193,14 @@ class Embedder:
         device: str = "auto",
         top_k: int = 32,
         backend: dict[str, Any] | None = None,
+        threads: int = 1,
     ) -> None:
         from models.embedder import CardEmbedder
         from models.sessions import Backend
 
-        self.model = CardEmbedder(Path(weights), resolve_device(device), backend=Backend.from_dict(backend))
+        device = resolve_device(device)
+        _torch_threads(device, threads)
+        self.model = CardEmbedder(Path(weights), device, backend=Backend.from_dict(backend))
         self.top_k = top_k
         self.index_dir = Path(index_dir)
         self.index: Any = None
@@ -150,15 +233,17 @@ class Embedder:
         self.search.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
         self._load_index()
 
+    def input_size(self) -> tuple[int, int]:
+        """(width, height) the network takes: callers shrink faces to it before sending them."""
+        return self.model.input_size
+
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def search(self, faces: list[np.ndarray]) -> list[tuple[Hits, Hits]]:
-        """Each request: one rectified face; its hits upright and turned 180° (the detector leaves the top
-        open). The replica turns the face itself, so a scan sends it once, in one call."""
+        """Each request: one rectified face (best at `input_size`); its hits upright and turned 180° (the
+        detector leaves the top open). The replica turns the face itself, so a scan sends it once."""
         if time.monotonic() - self.checked > INDEX_RECHECK_S:
             self.checked = time.monotonic()
             await asyncio.to_thread(self._load_index)
-        from models.detector import half_turn
-
         index = self.index
 
         def run() -> list[tuple[Hits, Hits]]:
@@ -171,6 +256,8 @@ class Embedder:
 
 @serve.deployment(max_ongoing_requests=64)
 class ScanService:
+    """Composes the three model deployments and fuses their answers; loads no network runtime."""
+
     def __init__(
         self,
         detector: DeploymentHandle,
@@ -185,6 +272,7 @@ class ScanService:
         self.table: PrintTable | None = None
         self.stamp: str | None = None
         self.checked = 0.0
+        self.embed_size: tuple[int, int] | None = None
         self._load_table()
 
     def _load_table(self) -> None:
@@ -202,33 +290,45 @@ class ScanService:
         self._load_table()
 
     async def __call__(self, request: Request) -> JSONResponse:
-        data = await request.body()
-        try:
-            image = np.asarray(await asyncio.to_thread(decode_image, data))
-        except APIError as error:
-            return JSONResponse(
-                {"error": {"code": error.code, "message": error.message}}, status_code=error.status
-            )
-        decision = await self.scan(image)
-        return JSONResponse(decision.as_dict())
+        """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body."""
+        answer = await self.scan_photo(await request.body())
+        status = 400 if "error" in answer else 200
+        return JSONResponse(answer, status_code=status)
 
-    async def scan(self, image: np.ndarray) -> Decision:
-        from models.detector import half_turn, rectify
+    async def scan_photo(self, data: bytes) -> dict[str, Any]:
+        """The ingress's call (through a DeploymentHandle): the decision as JSON-ready data, or
+        `{"error": {code, message}}` when the bytes are not a photo we can decode."""
+        if self.embed_size is None:
+            self.embed_size = tuple(await self.embedder.input_size.remote())
+        located: Located = await self.detector.locate.remote((data, self.embed_size))
+        if located.error is not None:
+            code, message = located.error
+            return {"error": {"code": code, "message": message}}
+        return (await self.scan(located)).as_dict()
 
+    async def scan(self, located: Located) -> Decision:
         if time.monotonic() - self.checked > INDEX_RECHECK_S:
             self.checked = time.monotonic()
             self._load_table()
         assert self.table is not None
-        quad = await self.detector.locate.remote(image)
-        if quad is None:
+        if located.face is None or located.thumbnail is None:
             return decide({}, None, self.table, self.thresholds)
-        face = await asyncio.to_thread(rectify, image, quad)
-        upright, upside_down = await self.embedder.search.remote(face)
-        best_face, hits = better_turn(face, half_turn(face), upright, upside_down)
+        upright, upside_down = await self.embedder.search.remote(located.thumbnail)
+        turned, hits = better_turn(False, True, upright, upside_down)
         footers = footer_candidates(hits, self.table, self.thresholds.race_window)
-        read = await self.reader.read.remote((best_face, footers))
-        similar = dict(hits)
-        return decide(similar, Read(**read), self.table, self.thresholds)
+        read = await self.reader.read.remote((located.face, turned, footers))
+        return decide(dict(hits), Read(**read), self.table, self.thresholds)
+
+
+def _wants_gpu(device: str) -> bool:
+    """Whether the model replicas ask Ray for a GPU. For "auto" the cluster's resources decide, not torch:
+    this runs in the process that builds the app (the ingress, for `cardcat serve`), which should not
+    load torch's 500 MB just to look."""
+    if device != "auto":
+        return device.startswith("cuda")
+    if ray.is_initialized():
+        return ray.cluster_resources().get("GPU", 0) > 0
+    return resolve_device(device) == "cuda"
 
 
 def build_app(args: dict[str, Any]) -> Any:
@@ -236,7 +336,7 @@ def build_app(args: dict[str, Any]) -> Any:
     config = ScanConfig(**args)
     device = config.device
     # Fractional CPUs so the four deployments fit a 2-core machine; the model deployments share a GPU.
-    models = {"num_cpus": 0.5, **({"num_gpus": 0.25} if resolve_device(device) == "cuda" else {})}
+    models = {"num_cpus": 0.5, **({"num_gpus": 0.25} if _wants_gpu(device) else {})}
     # With backend: triton the detector and embedder replicas only pre- and post-process: no GPU.
     tensor_models = models if config.backend == "torch" else {"num_cpus": 0.5}
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
@@ -245,11 +345,17 @@ def build_app(args: dict[str, Any]) -> Any:
     embedder = deployments["embedder"].options(ray_actor_options=tensor_models)
     reader = deployments["reader"].options(ray_actor_options=models)
     service = deployments["service"].options(ray_actor_options={"num_cpus": 0.25})
+    # Warnings only, no access log: a line per request and stage is I/O the scanner pays for on every call.
+    quiet = {"log_level": "WARNING", "enable_access_log": False}
+    detector, embedder, reader, service = (
+        d.options(logging_config=quiet) for d in (detector, embedder, reader, service)
+    )
+    threads = config.threads
     return service.bind(
-        detector.bind(config.detector_weights, device, config.backend_options()),
+        detector.bind(config.detector_weights, device, config.backend_options(), threads),
         embedder.bind(
-            config.embedder_weights, config.index_dir, device, config.top_k, config.backend_options()
+            config.embedder_weights, config.index_dir, device, config.top_k, config.backend_options(), threads
         ),
-        reader.bind(config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch),
+        reader.bind(config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch, threads),
         config.as_dict(),
     )

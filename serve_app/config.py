@@ -21,6 +21,7 @@ class ScanConfig:
     ocr_arch: str = "crnn_mobilenet_v3_small"
     device: str = "auto"  # "auto": CUDA when the replica has a GPU
     top_k: int = 32
+    threads: int = 1  # torch intra-op threads per CPU model replica
     thresholds: dict[str, float] = field(default_factory=dict)
     # Where the detector and embedder networks run: "torch" in the replica, or "triton": a Triton server
     # at triton_url (host:port, HTTP) serving the repository `python -m deploy.triton.export` writes.

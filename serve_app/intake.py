@@ -23,7 +23,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import certifi
 import httpx
-from PIL import Image, ImageOps
+from PIL import Image
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
@@ -39,23 +39,21 @@ from catalog_api.errors import (
     URLFetchFailed,
     URLNotAllowed,
 )
+from serve_app.decoding import ACCEPTED_FORMATS, DEFAULT_MAX_PIXELS, decode_image
+
+__all__ = ["DEFAULT_MAX_PIXELS", "FetchPolicy", "decode_image", "probe_image", "read_scan_upload"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
-DEFAULT_MAX_PIXELS = 40_000_000
 # Multipart framing (boundaries, part headers, small extra fields) on top of the image itself.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
 # A JSON scan body only carries a URL; nothing legitimate comes close to this.
 MAX_JSON_BYTES = 64 * 1024
-ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP")
 # Sent with a 413: we stop reading mid-body, and without it uvicorn keeps draining the rest of the upload
 # while the client, still sending, never sees the answer.
 _CLOSE = {"Connection": "close"}
-
-# Pillow warns above this and raises DecompressionBombError above twice this; we check first anyway.
-Image.MAX_IMAGE_PIXELS = DEFAULT_MAX_PIXELS
 
 
 @dataclass(frozen=True)
@@ -139,6 +137,8 @@ async def _read_json_url(request: Request) -> str:
         payload = json.loads(bytes(body))
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("The request body is not valid JSON.") from None
+    except RecursionError:  # `[[[[...` nested past the parser's depth: 64 KiB holds thousands of levels
+        raise BadRequest("The request body is nested too deeply to be the expected JSON.") from None
     if not isinstance(payload, dict) or "url" not in payload:
         raise BadRequest('The JSON body must be an object with a "url" key.')
     url = payload["url"]
@@ -466,17 +466,33 @@ async def _fetch_pinned(target: _Target, addresses: list[IPAddress], policy: Fet
 
 
 async def _read_response(response: httpx.Response, max_bytes: int) -> bytes:
+    """The body exactly as sent, at most `max_bytes` of it.
+
+    We asked for `Accept-Encoding: identity` and read with `aiter_raw`, so nothing is ever inflated: a
+    reply that is compressed anyway (a 405-byte brotli body can inflate to gigabytes) is refused before
+    any of its body is read, and the cap counts the bytes that actually crossed the wire.
+    """
     if 300 <= response.status_code < 400:
         raise URLFetchFailed("The URL answered with a redirect; redirects are not followed.")
     if not 200 <= response.status_code < 300:
         raise URLFetchFailed(f"The URL answered with HTTP status {response.status_code}.")
+    encodings = [
+        token.strip().lower()
+        for value in response.headers.get_list("content-encoding")
+        for token in value.split(",")
+    ]
+    if any(token not in ("", "identity") for token in encodings):
+        raise URLFetchFailed(
+            "The URL answered with a compressed body (Content-Encoding: "
+            f"{', '.join(t for t in encodings if t)}); only uncompressed images are fetched."
+        )
     too_large = URLFetchFailed(f"The image at the URL exceeded the size limit of {_size_text(max_bytes)}.")
     declared = response.headers.get("content-length", "")
     if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
         raise too_large
     body = bytearray()
     try:
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.aiter_raw():
             if len(body) + len(chunk) > max_bytes:
                 raise too_large
             body += chunk
@@ -487,33 +503,6 @@ async def _read_response(response: httpx.Response, max_bytes: int) -> bytes:
 
 # --------------------------------------------------------------------------------------------------
 # Decoding
-
-
-def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Decode JPEG/PNG/WebP bytes to an upright RGB image, refusing bombs before pixels are allocated.
-
-    Blocking (CPU-bound); call it from a worker thread in async code.
-    """
-    if not data:
-        raise UnsupportedImage("The image is empty.")
-    limit = max_pixels if Image.MAX_IMAGE_PIXELS is None else min(max_pixels, Image.MAX_IMAGE_PIXELS)
-    try:
-        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as im:  # reads the header only
-            width, height = im.size
-            if width * height > limit:
-                raise UnsupportedImage(
-                    f"The image is {width}x{height} pixels, more than the {limit:,} pixels we decode."
-                )
-            im.load()
-            return _upright_rgb(im)
-    except APIError:
-        raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise UnsupportedImage(f"The image has more than the {limit:,} pixels we decode.") from None
-    except Image.UnidentifiedImageError:
-        raise UnsupportedImage("The bytes are not a JPEG, PNG or WebP image.") from None
-    except Exception:  # hostile input can trip many decoder errors (truncation, bad chunks, ...)
-        raise UnsupportedImage("The image could not be decoded; it may be truncated or corrupt.") from None
 
 
 def probe_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[str, int, int]:
@@ -534,19 +523,3 @@ def probe_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[str,
             f"The image is {width}x{height} pixels, more than the {max_pixels:,} pixels we decode."
         )
     return image_format, width, height
-
-
-def _upright_rgb(im: Image.Image) -> Image.Image:
-    """Apply EXIF orientation (ignoring broken EXIF) and flatten to RGB, transparency onto white."""
-    try:
-        upright = ImageOps.exif_transpose(im)  # a new image either way
-    except Exception:  # a photo with mangled EXIF is still a photo
-        upright = im.copy()
-    if upright.mode == "RGB":
-        return upright
-    if upright.mode in ("RGBA", "LA", "PA") or (upright.mode == "P" and "transparency" in upright.info):
-        rgba = upright.convert("RGBA")
-        background = Image.new("RGB", rgba.size, (255, 255, 255))
-        background.paste(rgba, mask=rgba.getchannel("A"))
-        return background
-    return upright.convert("RGB")

@@ -10,29 +10,49 @@ from serve_app.config import ScanConfig
 log = logging.getLogger("cardcat.scan")
 APP_NAME = "scanner"
 ROUTE = "/scan"
+# Ray's shared-memory object store: a scan in flight holds its photo and face (a few MB); the default
+# (30% of RAM) only ever grows the server's resident memory as the store's pages get touched.
+OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
 
-def start_scanner(config: ScanConfig, port: int) -> str:
-    """Start a local Ray instance and the scanner app on it; returns the URL the ingress posts to.
+def start_scanner(config: ScanConfig, http_port: int | None = None) -> str:
+    """Start a local Ray instance and the scanner app on it; returns the Serve application's name, which
+    the ingress (this process, or a uvicorn worker that joins this Ray instance) calls by handle.
 
-    Ray's HTTP proxy listens on 127.0.0.1 only: users reach the scanner through the `/v1` ingress.
+    With `http_port`, Ray's HTTP proxy also serves `POST /scan` on 127.0.0.1 (an ingress elsewhere can
+    post to it); without, no proxy runs at all: one process and one HTTP parse fewer per scan.
     """
     import ray
     from ray import serve
 
     from serve_app.app import build_app
 
+    # glibc gives each thread that allocates its own heap arena (up to 8 per core) and rarely hands them
+    # back: replicas that decode and infer in worker threads grew by hundreds of MB each. Two arenas keep
+    # them near their working set; Ray's workers inherit this from the processes started here.
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     ray.init(
         num_cpus=os.cpu_count(),
         include_dashboard=False,
+        object_store_memory=OBJECT_STORE_BYTES,
         logging_level=logging.WARNING,
         configure_logging=True,
         ignore_reinit_error=True,
+        # No idle workers started ahead of time: every process here is a replica or Ray itself.
+        _system_config={"enable_worker_prestart": False},
     )
-    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
+    if http_port is None:
+        serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
+    else:
+        serve.start(
+            proxy_location="HeadOnly",
+            http_options={"host": "127.0.0.1", "port": http_port},
+            logging_config={"log_level": "WARNING"},
+        )
     serve.run(build_app(config.as_dict()), name=APP_NAME, route_prefix=ROUTE, blocking=False)
-    log.warning("scanner up on Ray Serve at 127.0.0.1:%d%s", port, ROUTE)
-    return f"http://127.0.0.1:{port}{ROUTE}"
+    where = f" and http://127.0.0.1:{http_port}{ROUTE}" if http_port else ""
+    log.warning("scanner up on Ray Serve: application %r%s", APP_NAME, where)
+    return APP_NAME
 
 
 def stop_scanner() -> None:

@@ -251,7 +251,7 @@ def launch_scanner(
     faces = DEFAULT_CACHE / "catalog"
     render_catalog(SHARED_CATALOG, faces, expansions, progress=False)
     feed = write_subset_feed(tmp / "feed", expansions)
-    env = {"CARDCAT_SCAN_PORT": str(free_port()), **extra_env}
+    env = dict(extra_env)
     service = Service(create_database(backend, tmp), tmp / "data", env)
     service.cli("db", "upgrade")
     service.cli("catalog", "sync", "--from", str(feed), "--images", str(faces), "--quiet")

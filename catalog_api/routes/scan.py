@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 from fastapi import APIRouter, Request
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
@@ -18,7 +17,7 @@ from starlette.responses import Response
 
 from catalog_api.deps import Context
 from catalog_api.envelope import data_response
-from catalog_api.errors import BadRequest, ScanUnavailable, UnsupportedImage
+from catalog_api.errors import ScanUnavailable
 from catalog_api.images import image_urls
 from catalog_api.models import Card, Expansion
 from catalog_api.schemas import ERRORS, Envelope, ErrorEnvelope, ScanResult
@@ -31,7 +30,6 @@ SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorEnvelope, "description": "payload_too_large"},
     503: {"model": ErrorEnvelope, "description": "scan_unavailable"},
 }
-_ERROR_CLASSES = {cls.code: cls for cls in (BadRequest, UnsupportedImage)}
 
 
 @router.post(
@@ -62,11 +60,11 @@ _ERROR_CLASSES = {cls.code: cls for cls in (BadRequest, UnsupportedImage)}
 )
 async def scan(request: Request, context: Context) -> Response:
     """Identify a card from a photo: a multipart file field `image`, or JSON `{url}` (https, public)."""
-    if not context.settings.scan_url or context.scanner is None:
+    if context.scanner is None:
         raise ScanUnavailable("Scanning is not configured on this deployment.")
     data = await read_scan_upload(request, context.fetch_policy)
     await run_in_threadpool(probe_image, data)
-    decision = await _ask_scanner(context.scanner, context.settings.scan_url, data)
+    decision = await context.scanner.scan(data)
     matches = await _hydrate(context, decision["matches"])
     body = {
         "analysis": {"game": GAME if matches else None},
@@ -76,21 +74,6 @@ async def scan(request: Request, context: Context) -> Response:
     if not matches and body["unidentified"] is None:
         body["unidentified"] = {"reason": "no_confident_match", "message": "No catalog card matched."}
     return data_response(request, body)
-
-
-async def _ask_scanner(client: httpx.AsyncClient, url: str, data: bytes) -> dict[str, Any]:
-    try:
-        response = await client.post(url, content=data, headers={"content-type": "application/octet-stream"})
-    except httpx.HTTPError:
-        raise ScanUnavailable("The scanner is not reachable right now; please retry.") from None
-    if response.status_code == 400:
-        error = response.json().get("error", {})
-        cls = _ERROR_CLASSES.get(error.get("code"), UnsupportedImage)
-        raise cls(error.get("message") or "The image could not be decoded.")
-    if response.status_code != 200:
-        raise ScanUnavailable("The scanner failed to answer; please retry.")
-    decision: dict[str, Any] = response.json()
-    return decision
 
 
 async def _hydrate(context: Any, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:

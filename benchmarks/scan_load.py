@@ -1,0 +1,340 @@
+"""Scanner load: closed-loop scans through the real `/v1/scan` ingress, with the server's CPU and memory.
+
+Starts a scanner deployment like a user would (PostgreSQL, rendered faces, FAISS index over the chosen
+expansions, default the whole catalog, `cardcat serve --scan`), makes every photo before timing (phone
+photos from `training/synth.py`, composed at three sizes: ~12 MP, ~2 MP, ~0.5 MP; JPEG quality 90), then
+for each photo size and concurrency runs a closed loop: `c` clients, each sending its next photo as soon as
+its last answer came back.
+
+Per row: scans/s, p50/p95/p99 latency, errors by status, top-1 on the load's own photos, and the server's
+cost: **CPU-ms per scan** is the user+system time of every process under `cardcat serve` (uvicorn, Ray's
+GCS and raylet, every replica worker) read from `/proc/<pid>/stat` before and after the timed window,
+divided by the scans answered; PostgreSQL's own processes are counted apart. **RSS** is the sum of VmRSS
+over the same processes at the end of the window (shared pages such as Ray's object store count once per
+process that maps them, as `ps` would add them up); **PSS** splits shared pages fairly and is the honest
+total. The headline row (`--headline`, default concurrency 16 on the mixed photos) is run `--repeat`
+times and its medians reported.
+
+    .venv/bin/python benchmarks/scan_load.py [--expansion ID ...] [--concurrency 1,4,16,32]
+        [--sizes 12mp,2mp,0.5mp] [--photos 24] [--scans 64] [--repeat 3] [--database postgresql|sqlite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
+
+from catalog_api.feed import feed_path, read_jsonl
+from tests.harness import REPO, SHARED_CATALOG, launch_scanner
+from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
+
+# One key sends every photo: the 300/60 s budget would answer most of them 429.
+BENCH_RATE_LIMIT = 100_000_000
+SEED_BASE = 14_000_000
+# synth.make_photo composes 960x1280 (80%) or 720x960 photos; these scales give the three sizes.
+SIZES = {"12mp": 3.15, "2mp": 1.275, "0.5mp": 0.64}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Photo:
+    card_id: str
+    body: bytes
+    megapixels: float
+
+
+# ------------------------------------------------------------------------------------ process accounting
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process under it (Ray's daemons and workers are children of the server)."""
+    tree, out, stack = _children(), [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(tree.get(pid, []))
+    return out
+
+
+def postgres_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(f"/proc/{entry}/comm").read_text().strip() in ("postgres", "postmaster"):
+                    pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """user+system seconds per live process, its reaped children's included (fields 14-17 of stat)."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
+    return out
+
+
+def memory_kib(pids: list[int]) -> tuple[int, int]:
+    """(sum of VmRSS, sum of Pss) in KiB over `pids`."""
+    rss = pss = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+        except OSError:
+            continue
+    return rss, pss
+
+
+def used_between(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent in the window; a process born inside it counts from zero."""
+    return sum(t - before.get(pid, 0.0) for pid, t in after.items())
+
+
+# ------------------------------------------------------------------------------------------- photos
+def make_photos(card_ids: list[str], size: str, count: int, seed: int) -> list[Photo]:
+    from training.synth import make_photo
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, card_id in enumerate(rng.choice(card_ids, size=count, replace=len(card_ids) < count)):
+        face = np.asarray(Image.open(DEFAULT_CACHE / "catalog" / str(card_id) / "high.jpg").convert("RGB"))
+        image = make_photo(face, seed + i, "standard", scale=SIZES[size]).image
+        buffer = io.BytesIO()
+        Image.fromarray(image).save(buffer, format="JPEG", quality=90)
+        out.append(Photo(str(card_id), buffer.getvalue(), image.shape[0] * image.shape[1] / 1e6))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- the loop
+@dataclass
+class Row:
+    photos: str
+    concurrency: int
+    scans: int = 0
+    seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    right: int = 0
+    server_cpu_s: float = 0.0
+    postgres_cpu_s: float = 0.0
+    rss_kib: int = 0
+    pss_kib: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        answered = self.statuses.get(200, 0)
+        lat = self.latencies_ms or [float("nan")]
+        return {
+            "photos": self.photos,
+            "concurrency": self.concurrency,
+            "scans": self.scans,
+            "scans_per_s": self.scans / self.seconds if self.seconds else 0.0,
+            "p50_ms": float(np.percentile(lat, 50)),
+            "p95_ms": float(np.percentile(lat, 95)),
+            "p99_ms": float(np.percentile(lat, 99)),
+            "errors": {str(s): n for s, n in sorted(self.statuses.items()) if s != 200},
+            "top1": self.right / answered if answered else 0.0,
+            "server_cpu_ms_per_scan": 1000 * self.server_cpu_s / max(answered, 1),
+            "postgres_cpu_ms_per_scan": 1000 * self.postgres_cpu_s / max(answered, 1),
+            "server_rss_gib": self.rss_kib / 2**20,
+            "server_pss_gib": self.pss_kib / 2**20,
+        }
+
+
+async def closed_loop(
+    client: httpx.AsyncClient, photos: list[Photo], concurrency: int, scans: int, server_pid: int, label: str
+) -> Row:
+    row = Row(label, concurrency)
+    next_photo = 0
+
+    async def one(photo: Photo) -> None:
+        started = time.perf_counter()
+        try:
+            response = await client.post("/v1/scan", files={"image": ("photo.jpg", photo.body, "image/jpeg")})
+        except httpx.HTTPError:
+            row.statuses[0] += 1  # no response at all
+            return
+        row.latencies_ms.append((time.perf_counter() - started) * 1000)
+        row.statuses[response.status_code] += 1
+        if response.status_code == 200:
+            matches = response.json()["data"]["matches"]
+            row.right += bool(matches) and matches[0]["card"]["id"] == photo.card_id
+
+    async def worker() -> None:
+        nonlocal next_photo
+        while next_photo < scans:
+            photo = photos[next_photo % len(photos)]
+            next_photo += 1
+            await one(photo)
+
+    for photo in photos[: min(len(photos), concurrency, 4)]:  # warm every path once, untimed
+        await client.post("/v1/scan", files={"image": ("photo.jpg", photo.body, "image/jpeg")})
+    pids = process_tree(server_pid)
+    pg = postgres_pids()
+    cpu_before, pg_before = cpu_seconds(pids), cpu_seconds(pg)
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    row.seconds = time.perf_counter() - started
+    pids = process_tree(server_pid)
+    row.server_cpu_s = used_between(cpu_before, cpu_seconds(pids))
+    row.postgres_cpu_s = used_between(pg_before, cpu_seconds(pg))
+    row.rss_kib, row.pss_kib = memory_kib(pids)
+    row.scans = sum(row.statuses.values())
+    return row
+
+
+async def run_all(
+    base_url: str, key: str, server_pid: int, sets: dict[str, list[Photo]], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    levels = [int(c) for c in args.concurrency.split(",")]
+    rows = []
+    limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=120, limits=limits) as client:
+        for label, photos in sets.items():
+            for c in levels:
+                row = await closed_loop(client, photos, c, max(args.scans, 4 * c), server_pid, label)
+                rows.append(row.summary())
+                print_row(rows[-1], flush=True)
+        head_label, head_c = args.headline.split(":")
+        repeats = [
+            (await closed_loop(client, sets[head_label], int(head_c), args.scans, server_pid, head_label))
+            for _ in range(args.repeat)
+        ]
+    summaries = [r.summary() for r in repeats]
+    headline = {
+        key: statistics.median(s[key] for s in summaries)
+        for key in summaries[0]
+        if isinstance(summaries[0][key], float | int) and not isinstance(summaries[0][key], bool)
+    }
+    headline.update(
+        photos=head_label,
+        concurrency=int(head_c),
+        runs=len(summaries),
+        errors=sum(sum(s["errors"].values()) for s in summaries),
+    )
+    return rows, {"median": headline, "runs": summaries}
+
+
+HEADER = (
+    f"{'photos':>6} {'conc':>4} {'scans':>5} {'scans/s':>7} {'p50':>6} {'p95':>6} {'p99':>6} "
+    f"{'errors':>8} {'top-1':>6} {'CPU ms/scan':>11} {'PG ms':>6} {'RSS GiB':>7} {'PSS GiB':>7}"
+)
+
+
+def print_row(r: dict[str, Any], flush: bool = False) -> None:
+    errors = ",".join(f"{s}:{n}" for s, n in r["errors"].items()) if isinstance(r["errors"], dict) else ""
+    errors = errors if isinstance(r["errors"], dict) else str(r["errors"])
+    print(
+        f"{r['photos']:>6} {r['concurrency']:>4} {r.get('scans', 0):>5} {r['scans_per_s']:>7.1f} "
+        f"{r['p50_ms']:>6.0f} {r['p95_ms']:>6.0f} {r['p99_ms']:>6.0f} {errors or '0':>8} "
+        f"{100 * r['top1']:>5.1f}% {r['server_cpu_ms_per_scan']:>11.1f} "
+        f"{r['postgres_cpu_ms_per_scan']:>6.1f} "
+        f"{r['server_rss_gib']:>7.2f} {r['server_pss_gib']:>7.2f}",
+        flush=flush,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--expansion", action="append", help="index only these (default: every card)")
+    parser.add_argument("--concurrency", default="1,4,16,32")
+    parser.add_argument("--sizes", default="12mp,2mp,0.5mp")
+    parser.add_argument("--photos", type=int, default=24, help="distinct photos per size")
+    parser.add_argument("--scans", type=int, default=64, help="scans per row (at least 4 x concurrency)")
+    parser.add_argument("--headline", default="mixed:16", help="PHOTOS:CONCURRENCY run --repeat times")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_load.json")
+    args = parser.parse_args()
+
+    expansions = args.expansion or [e["id"] for e in read_jsonl(feed_path(SHARED_CATALOG, "expansions"))]
+    manifest = read_manifest(render_catalog(SHARED_CATALOG, DEFAULT_CACHE / "catalog", expansions))
+    wanted = set(expansions)
+    records = read_jsonl(feed_path(SHARED_CATALOG, "cards"))
+    card_ids = sorted(c["id"] for c in records if c["expansion_id"] in wanted and c["id"] in manifest)
+    sizes = args.sizes.split(",")
+    print(f"making {args.photos} photos of each size ({', '.join(sizes)}) from {len(card_ids)} cards")
+    sets = {
+        size: make_photos(card_ids, size, args.photos, SEED_BASE + 1000 * n) for n, size in enumerate(sizes)
+    }
+    sets["mixed"] = [p for group in zip(*sets.values(), strict=True) for p in group]
+    with tempfile.TemporaryDirectory(prefix="cardcat-scan-load-") as tmp:
+        service = launch_scanner(
+            Path(tmp), tuple(expansions), args.database, CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT)
+        )
+        try:
+            server_pid = service.processes[0].pid
+            idle = memory_kib(process_tree(server_pid))
+            count = len(process_tree(server_pid))
+            print(
+                f"server up: {count} processes, RSS {idle[0] / 2**20:.2f} GiB, PSS {idle[1] / 2**20:.2f} GiB"
+            )
+            print(HEADER)
+            rows, headline = asyncio.run(run_all(service.base_url, service.key, server_pid, sets, args))
+        finally:
+            service.stop()
+    import torch
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU x{os.cpu_count()}"
+    print(f"\nheadline: median of {headline['median']['runs']} runs, {args.headline}, on {device}")
+    print(HEADER)
+    print_row(headline["median"])
+    meta = {
+        "device": device,
+        "cards_indexed": len(card_ids),
+        "database": args.database,
+        "python": platform.python_version(),
+        "photo_megapixels": {k: round(float(np.mean([p.megapixels for p in v])), 2) for k, v in sets.items()},
+        "photo_mb": {k: round(float(np.mean([len(p.body) for p in v])) / 1e6, 2) for k, v in sets.items()},
+        "args": {k: v for k, v in vars(args).items() if k != "out"},
+        "idle_rss_gib": idle[0] / 2**20,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "rows": rows, "headline": headline}, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""The scanner decodes photos at working scale (JPEG DCT reduction) and in mixed batches: the detector's
+corners must not move beyond what the full-resolution decode gives, EXIF orientation included, and one
+photo's size or failure must not change another's answer in the same batch."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from models.detector import WEIGHTS, CardDetector
+from serve_app.decoding import DRAFT_MIN_SIDE, WORK_MAX_SIDE, dct_reduction, decode_image, decode_photo
+from training.detector.evaluate import corner_error_pct
+from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
+from training.synth import load_face, make_photo
+
+SEED = 21_000_000  # validation seeds: neither training's nor the benchmarks'
+# Photo sizes the scanner meets: ~0.5 MP, ~2 MP and ~12 MP phone photos (synth composes 960x1280 at 1.0).
+SCALES = (0.64, 1.275, 3.15)
+# Corners from the reduced decode, mapped back to full-resolution pixels, against the full decode's: the
+# reduction is at most 1/4 here, so a sub-pixel difference there is ~1-2 px at full size, well under 1%
+# of a card's height (the detector's own error on these photos is ~0.2-0.5%).
+MAX_SHIFT_PCT = 1.0
+MAX_TRUTH_PCT = 2.0
+
+needs_shared = pytest.mark.skipif(
+    not (SHARED / "catalog").exists(), reason=f"{SHARED}/catalog absent: no real card faces"
+)
+
+
+@pytest.fixture(scope="module")
+def faces(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
+    cache = DEFAULT_CACHE / "catalog"
+    manifest = read_manifest(cache / "manifest.jsonl") if (cache / "manifest.jsonl").exists() else {}
+    paths = [cache / info["high"] for cid, info in sorted(manifest.items()) if cid.startswith("base1-")][:2]
+    if len([p for p in paths if p.exists()]) < 2:
+        out = tmp_path_factory.mktemp("renders")
+        rendered = read_manifest(render_catalog(SHARED / "catalog", out, ["base1"], limit=2, progress=False))
+        paths = [out / info["high"] for info in rendered.values()]
+    return [load_face(Path(p)) for p in paths]
+
+
+@pytest.fixture(scope="module")
+def detector() -> Iterator[CardDetector]:
+    if not WEIGHTS.exists():
+        pytest.skip(f"{WEIGHTS} absent")
+    yield CardDetector()
+
+
+def jpeg(image: np.ndarray, exif: Image.Exif | None = None) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="JPEG", quality=90, exif=exif or Image.Exif())
+    return buffer.getvalue()
+
+
+def test_reduction_keeps_the_long_side() -> None:
+    assert dct_reduction(4032, 3024) == 4  # 1008 px: still >= 1000
+    assert dct_reduction(3024, 4032) == 4
+    assert dct_reduction(1632, 1224) == 1  # halving would leave 816
+    assert dct_reduction(8200, 6000) == 8
+    assert dct_reduction(600, 800) == 1
+    for width, height in ((4032, 3024), (1632, 1224), (12000, 9000), (999, 10)):
+        k = dct_reduction(width, height)
+        assert max(width, height) / k >= min(DRAFT_MIN_SIDE, max(width, height))
+
+
+@needs_shared
+@pytest.mark.parametrize("scale", SCALES)
+def test_reduced_decode_keeps_the_corners(
+    scale: float, faces: list[np.ndarray], detector: CardDetector
+) -> None:
+    for n, face in enumerate(faces):
+        photo = make_photo(face, SEED + n, "standard", scale=scale)
+        assert photo.corners is not None
+        data = jpeg(photo.image)
+        full = np.asarray(decode_image(data))
+        reduced = decode_photo(data)
+        h, w = full.shape[:2]
+        k = dct_reduction(w, h)
+        assert reduced.shape == (-(-h // k), -(-w // k), 3)  # exactly 1/k, rounded up
+        assert max(reduced.shape[:2]) >= min(DRAFT_MIN_SIDE, max(h, w))
+        assert max(reduced.shape[:2]) <= WORK_MAX_SIDE
+        on_full, on_reduced = detector.locate(full), detector.locate(reduced)
+        assert on_full is not None and on_reduced is not None
+        back = on_reduced * np.array([w / reduced.shape[1], h / reduced.shape[0]], np.float32)
+        assert corner_error_pct(back, on_full) < MAX_SHIFT_PCT, (scale, n)
+        assert corner_error_pct(back, photo.corners) < MAX_TRUTH_PCT, (scale, n)
+
+
+@needs_shared
+@pytest.mark.parametrize(("orientation", "turns"), [(6, 1), (8, 3), (3, 2)])
+def test_exif_orientation_is_applied_before_the_detector_looks(
+    orientation: int, turns: int, faces: list[np.ndarray], detector: CardDetector
+) -> None:
+    """A phone stores the sensor's pixels and says in EXIF how to turn them; the scanner must turn them."""
+    photo = make_photo(faces[0], SEED + 10, "standard", scale=SCALES[2])
+    assert photo.corners is not None
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    stored = np.ascontiguousarray(np.rot90(photo.image, turns))  # what the sensor wrote
+    upright = decode_photo(jpeg(stored, exif))
+    h, w = photo.image.shape[:2]
+    assert upright.shape[0] / upright.shape[1] == pytest.approx(h / w, rel=0.01)
+    corners = detector.locate(upright)
+    assert corners is not None
+    back = corners * np.array([w / upright.shape[1], h / upright.shape[0]], np.float32)
+    assert corner_error_pct(back, photo.corners) < MAX_TRUTH_PCT
+
+
+def test_large_non_jpeg_photos_are_shrunk_to_working_size() -> None:
+    big = np.zeros((3000, 4000, 3), np.uint8)
+    big[1000:2000, 1500:2200] = 255
+    buffer = io.BytesIO()
+    Image.fromarray(big).save(buffer, format="PNG")
+    out = decode_photo(buffer.getvalue())
+    assert out.shape == (1536, WORK_MAX_SIDE, 3)
+    assert out[768, 1024].tolist() == [255, 255, 255] and out[100, 100].tolist() == [0, 0, 0]
+
+
+@needs_shared
+def test_a_mixed_batch_answers_each_photo_as_alone(faces: list[np.ndarray]) -> None:
+    """Sizes, formats and a broken photo in one Detector batch: each answer is its batch-of-one's."""
+    from serve_app.app import Detector, Located
+
+    replica = Detector.func_or_class(str(WEIGHTS), "cpu")
+    png = io.BytesIO()
+    Image.fromarray(make_photo(faces[1], SEED + 21, "standard", scale=SCALES[0]).image).save(png, "PNG")
+    photos = [
+        jpeg(make_photo(faces[0], SEED + 20, "standard", scale=SCALES[2]).image),
+        png.getvalue(),
+        b"\xff\xd8\xff\xe0 not really a jpeg",
+        jpeg(make_photo(faces[0], SEED + 22, "standard", scale=SCALES[1]).image),
+    ]
+    batch = replica.locate_photos(photos)
+    assert isinstance(batch[2], Located) and batch[2].error is not None
+    assert batch[2].error[0] == "unsupported_image"
+    for i in (0, 1, 3):
+        alone = replica.locate_photos([photos[i]])[0]
+        assert isinstance(batch[i], np.ndarray) and isinstance(alone, np.ndarray)
+        assert batch[i].shape == (838, 600, 3)
+        # oneDNN sums in a batch-size-dependent order, so corners may differ by float rounding: the faces
+        # must agree to a fraction of a grey level on average, not bit for bit.
+        assert np.abs(batch[i].astype(np.int16) - alone).mean() < 1.0, i
