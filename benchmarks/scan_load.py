@@ -131,6 +131,27 @@ def used_between(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(t - before.get(pid, 0.0) for pid, t in after.items())
 
 
+ROLES = ("Detector", "Reader", "Embedder", "ScanService", "ServeController", "raylet", "gcs_server")
+
+
+def role(pid: int) -> str:
+    """What a server process is, from its command line: a replica, a Ray daemon, or the ingress."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "gone"
+    if "catalog_api.cli" in cmdline:
+        return "ingress (uvicorn)"
+    return next((name for name in ROLES if name in cmdline), "other Ray daemons")
+
+
+def by_role(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pid, t in after.items():
+        out[role(pid)] = out.get(role(pid), 0.0) + t - before.get(pid, 0.0)
+    return out
+
+
 # ------------------------------------------------------------------------------------------- photos
 def make_photos(card_ids: list[str], size: str, count: int, seed: int) -> list[Photo]:
     from training.synth import make_photo
@@ -156,7 +177,9 @@ class Row:
     latencies_ms: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
     right: int = 0
+    misses: Counter[str] = field(default_factory=Counter)  # "true card -> answer" of wrong or empty answers
     server_cpu_s: float = 0.0
+    cpu_by_role: dict[str, float] = field(default_factory=dict)
     postgres_cpu_s: float = 0.0
     rss_kib: int = 0
     pss_kib: int = 0
@@ -174,7 +197,12 @@ class Row:
             "p99_ms": float(np.percentile(lat, 99)),
             "errors": {str(s): n for s, n in sorted(self.statuses.items()) if s != 200},
             "top1": self.right / answered if answered else 0.0,
+            "misses": dict(self.misses),
             "server_cpu_ms_per_scan": 1000 * self.server_cpu_s / max(answered, 1),
+            "cpu_ms_per_scan_by_process": {
+                name: round(1000 * t / max(answered, 1), 1)
+                for name, t in sorted(self.cpu_by_role.items(), key=lambda kv: -kv[1])
+            },
             "postgres_cpu_ms_per_scan": 1000 * self.postgres_cpu_s / max(answered, 1),
             "server_rss_gib": self.rss_kib / 2**20,
             "server_pss_gib": self.pss_kib / 2**20,
@@ -197,8 +225,11 @@ async def closed_loop(
         row.latencies_ms.append((time.perf_counter() - started) * 1000)
         row.statuses[response.status_code] += 1
         if response.status_code == 200:
-            matches = response.json()["data"]["matches"]
-            row.right += bool(matches) and matches[0]["card"]["id"] == photo.card_id
+            answer = [m["card"]["id"] for m in response.json()["data"]["matches"]]
+            if answer[:1] == [photo.card_id]:
+                row.right += 1
+            else:
+                row.misses[f"{photo.card_id} -> {','.join(answer) or 'unidentified'}"] += 1
 
     async def worker() -> None:
         nonlocal next_photo
@@ -216,7 +247,9 @@ async def closed_loop(
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     row.seconds = time.perf_counter() - started
     pids = process_tree(server_pid)
-    row.server_cpu_s = used_between(cpu_before, cpu_seconds(pids))
+    cpu_after = cpu_seconds(pids)
+    row.server_cpu_s = used_between(cpu_before, cpu_after)
+    row.cpu_by_role = by_role(cpu_before, cpu_after)
     row.postgres_cpu_s = used_between(pg_before, cpu_seconds(pg))
     row.rss_kib, row.pss_kib = memory_kib(pids)
     row.scans = sum(row.statuses.values())
@@ -320,6 +353,8 @@ def main() -> int:
     print(f"\nheadline: median of {headline['median']['runs']} runs, {args.headline}, on {device}")
     print(HEADER)
     print_row(headline["median"])
+    roles = headline["runs"][len(headline["runs"]) // 2]["cpu_ms_per_scan_by_process"]
+    print("CPU ms per scan by process (middle run): " + ", ".join(f"{k} {v}" for k, v in roles.items()))
     meta = {
         "device": device,
         "cards_indexed": len(card_ids),

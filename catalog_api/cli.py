@@ -358,7 +358,9 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
         if not missing:
             from serve_app.local import start_scanner
 
-            os.environ["CARDCAT_SCAN_APP"] = start_scanner(config, settings.scan_port or None)
+            app_name, ray_address = start_scanner(config, settings.scan_port or None)
+            # uvicorn workers are processes of their own: they join this Ray instance by its address
+            os.environ.update(CARDCAT_SCAN_APP=app_name, CARDCAT_RAY_ADDRESS=ray_address)
             get_settings.cache_clear()
             started_ray = True
         else:

@@ -50,6 +50,7 @@ class CardIndex:
         self._ids: dict[str, int] = {}
         self._cpu: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
         self._search: Any = None  # GPU clone (or the CPU index itself); rebuilt after any change
+        self._torch_device: str | None = None  # search_on: an exact torch search on this device
 
     def __len__(self) -> int:
         return int(self._cpu.ntotal)
@@ -128,7 +129,18 @@ class CardIndex:
 
     # --- searching ------------------------------------------------------------------------------------
 
+    def search_on(self, device: str) -> None:
+        """Search with one exact matrix product on a torch device (a GPU replica's) instead of faiss: the
+        same cosines, and no faiss-gpu needed (its wheels are built for another CUDA than torch's)."""
+        self._torch_device, self._search = device, None
+
     def _searcher(self) -> Any:
+        if self._search is None and self._torch_device is not None:
+            from models.tensor_ops import ExactSearch
+
+            flat = faiss.downcast_index(self._cpu.index)
+            ids = faiss.vector_to_array(self._cpu.id_map)
+            self._search = ExactSearch(flat.reconstruct_n(0, flat.ntotal), ids, self._torch_device)
         if self._search is None:
             self._search = self._cpu
             if faiss.get_num_gpus() > 0:

@@ -8,12 +8,17 @@ model was trained to say nothing when its line is not centred in the crop, so of
 The name's offsets vote (`vote`: the read the other reads, weighted by confidence, agree with most); the
 footer keeps its most confident read, which measured better there (see `FOOTER`). The crop geometry and
 the model factory live here, once, and training imports them, so training and serving cannot drift.
+Serving runs the shipped network compiled to TorchScript (`COMPILED`), the same arithmetic without
+loading docTR; any other checkpoint goes through docTR.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,13 +27,16 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from doctr.datasets import VOCABS
-from doctr.models import recognition
 from rapidfuzz.distance import Levenshtein
 
 from models.sessions import fold_batchnorm
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "ocr.pt"
+# The shipped weights' network compiled to TorchScript (`python -m training.ocr.compile`): serving it needs
+# torch alone, not docTR, whose import (scipy, matplotlib, h5py, huggingface_hub...) costs a replica
+# ~300 MB. Used only while it was compiled from the weights being loaded (their SHA-256 is inside).
+COMPILED = WEIGHTS.with_suffix(".ts")
+COMPILED_META = "cardcat.json"
 CANVAS_W, CANVAS_H = 600, 838
 # Below these a field is reported unreadable rather than guessed. Set on training-split faces (clean and
 # damaged): at 0.6 a number is wrong 9% of the time instead of 13% at 0.5, for 1.3 points fewer exact reads.
@@ -82,8 +90,18 @@ class PrintRead:
 Recognizer = Any
 
 
+def default_vocab() -> str:
+    from doctr.datasets import VOCABS
+
+    return str(VOCABS["french"])
+
+
 def build_model(arch: str, vocab: str, **kwargs: Any) -> Recognizer:
-    """A docTR recognition model, never downloading anything (weights come from our own files)."""
+    """A docTR recognition model, never downloading anything (weights come from our own files).
+
+    docTR is imported here, not at the top: a replica serving the compiled network never loads it."""
+    from doctr.models import recognition
+
     factory = getattr(recognition, arch, None)
     if factory is None or arch not in recognition.zoo.ARCHS:
         raise ValueError(f"unknown docTR recognition arch {arch!r}; one of {recognition.zoo.ARCHS}")
@@ -250,6 +268,58 @@ def _state_dict(blob: Any) -> dict[str, torch.Tensor]:
     return blob
 
 
+class CTCLogProbs(torch.nn.Module):
+    """A CRNN's per-step log-probabilities (N, T, vocab+1): what the reader needs of it, and what
+    `compile_reader` freezes into TorchScript."""
+
+    def __init__(self, model: Recognizer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return crnn_logits(self.model, x).float().log_softmax(-1)
+
+
+def weights_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def compile_reader(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
+    """Trace the weights' CRNN (BatchNorm folded) to TorchScript beside them, with what serving needs
+    (vocab, normalisation, the weights' SHA-256) inside. Any batch size and crop width traces the same."""
+    reader = PrintReader(weights, compiled=None)
+    if not reader.is_ctc:
+        raise ValueError(f"only CTC (crnn) models compile; {reader.arch} does not")
+    out = out or Path(weights).with_suffix(".ts")
+    with torch.inference_mode():
+        traced = torch.jit.freeze(
+            torch.jit.trace(CTCLogProbs(reader.model).eval(), torch.rand(5, 3, 32, 288))
+        )
+    meta = {
+        "source_sha256": weights_sha256(weights),
+        "arch": reader.arch,
+        "vocab": reader.vocab,
+        "mean": list(reader.mean),
+        "std": list(reader.std),
+    }
+    torch.jit.save(traced, str(out), _extra_files={COMPILED_META: json.dumps(meta)})
+    return out
+
+
+def _load_compiled(path: Path, weights: Path, device: str) -> tuple[Any, dict[str, Any]] | None:
+    """The compiled network and its meta, if `path` holds one compiled from exactly `weights`."""
+    if not path.exists():
+        return None
+    files = {COMPILED_META: ""}
+    with warnings.catch_warnings():  # torch 2.14 nudges towards torch.export; TorchScript still loads
+        warnings.simplefilter("ignore", FutureWarning)
+        module = torch.jit.load(str(path), map_location=device, _extra_files=files)
+    meta = json.loads(files[COMPILED_META] or "{}")
+    if meta.get("source_sha256") != weights_sha256(weights):
+        return None  # stale: compiled from other weights
+    return module, meta
+
+
 class PrintReader:
     """Reads batches of rectified faces; weights load once at construction (so callers can warm it)."""
 
@@ -260,11 +330,25 @@ class PrintReader:
         checkpoint: Path | None = None,
         arch: str = "crnn_mobilenet_v3_small",
         vocab: str | None = None,
+        compiled: Path | None = COMPILED,
     ) -> None:
-        blob = torch.load(checkpoint or weights or WEIGHTS, map_location="cpu", weights_only=True)
+        """`compiled`: a TorchScript file from `compile_reader`, used instead of building the docTR model
+        when it was compiled from these very weights (never for a `checkpoint` or another `vocab`)."""
+        self.device = torch.device(device)
+        source = Path(weights or WEIGHTS)
+        found = None
+        if compiled is not None and checkpoint is None and vocab is None:
+            found = _load_compiled(Path(compiled), source, device)
+        if found is not None:
+            self._log_probs, meta = found
+            self.model: Recognizer = None
+            self.arch, self.vocab, self.is_ctc = str(meta["arch"]), str(meta["vocab"]), True
+            self.mean, self.std = tuple(meta["mean"]), tuple(meta["std"])
+            return
+        blob = torch.load(checkpoint or source, map_location="cpu", weights_only=True)
         meta = blob if isinstance(blob, dict) and "arch" in blob else {}
         self.arch = str(meta.get("arch", arch))
-        self.vocab = vocab or str(meta.get("vocab") or VOCABS["french"])
+        self.vocab = vocab or str(meta.get("vocab") or default_vocab())
         state = _state_dict(blob)
         kwargs = dict(meta.get("model_kwargs") or {})
         if self.arch.startswith("crnn") and "decoder.weight_hh_l0" in state:
@@ -273,12 +357,12 @@ class PrintReader:
             raise ValueError(
                 f"checkpoint has {state['linear.weight'].shape[0] - 1} classes, vocab {len(self.vocab)}"
             )
-        self.model: Recognizer = build_model(self.arch, self.vocab, **kwargs)
+        self.model = build_model(self.arch, self.vocab, **kwargs)
         self.model.load_state_dict({k: v.float() for k, v in state.items()})
-        self.device = torch.device(device)
         fold_batchnorm(self.model.to(self.device).eval())
         self.mean, self.std = self.model.cfg["mean"], self.model.cfg["std"]
         self.is_ctc = self.arch.startswith("crnn")
+        self._log_probs = CTCLogProbs(self.model) if self.is_ctc else None
 
     def read_lines(
         self, crops: Sequence[np.ndarray]
@@ -292,8 +376,8 @@ class PrintReader:
             crops = [cv2.resize(c, (w, h), interpolation=cv2.INTER_AREA) for c in crops]
         x = to_tensor(crops, self.mean, self.std).to(self.device)
         with torch.inference_mode():
-            if self.is_ctc:
-                log_probs = crnn_logits(self.model, x).float().log_softmax(-1).cpu()
+            if self._log_probs is not None:
+                log_probs = self._log_probs(x).cpu()
                 return ctc_greedy(log_probs.exp(), self.vocab), log_probs
             preds = self.model(x)["preds"]
         return [(text, [float(conf)] * len(text)) for text, conf in preds], None

@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse
 from catalog_api.errors import APIError
 from models.geometry import half_turn, rectify, shrink
 from serve_app.config import ScanConfig, resolve_device
-from serve_app.decoding import decode_photo
+from serve_app.decoding import decode_photo, decode_photo_tensor
 from serve_app.fusion import (
     Decision,
     PrintTable,
@@ -104,13 +104,22 @@ class Detector:
         device: str = "auto",
         backend: dict[str, Any] | None = None,
         threads: int = 1,
+        pixels: str = "auto",
     ) -> None:
+        """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
+        host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU)."""
         from models.detector import CardDetector
         from models.sessions import Backend
 
         device = resolve_device(device)
         _torch_threads(device, threads)
         self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
+        self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
+        self.rectify_tensor: Any = None
+        if self.on_device:  # torchvision's decoders only where they run
+            from models.tensor_ops import rectify_tensor
+
+            self.rectify_tensor = rectify_tensor
         self.model.locate_batch([np.zeros((480, 360, 3), np.uint8)])  # warm up
 
     def reconfigure(self, config: dict[str, Any]) -> None:
@@ -131,16 +140,22 @@ class Detector:
         """Photos of any size and format in one batch, each decoded once, at working size: the rectified
         face of each, or a `Located` saying there is none, or why."""
         images: dict[int, np.ndarray] = {}
+        tensors: dict[int, Any] = {}  # the same working images on the torch device, when decoded there
         out: list[np.ndarray | Located] = [Located() for _ in photos]
         for i, data in enumerate(photos):
             try:
-                images[i] = decode_photo(data)
+                if self.on_device:
+                    tensors[i] = decode_photo_tensor(data, self.model.device)
+                    images[i] = tensors[i].permute(1, 2, 0).contiguous().cpu().numpy()
+                else:
+                    images[i] = decode_photo(data)
             except APIError as error:
                 out[i] = Located(error=(error.code, error.message))
         quads = self.model.locate_batch(list(images.values())) if images else []
         for (i, image), quad in zip(images.items(), quads, strict=True):
-            if quad is not None:
-                out[i] = rectify(image, quad)
+            if quad is None:
+                continue
+            out[i] = self.rectify_tensor(tensors[i], quad) if i in tensors else rectify(image, quad)
         return out
 
 
@@ -201,6 +216,8 @@ class Embedder:
         device = resolve_device(device)
         _torch_threads(device, threads)
         self.model = CardEmbedder(Path(weights), device, backend=Backend.from_dict(backend))
+        # On a GPU the index is searched there too (one exact matrix product, models.tensor_ops).
+        self.search_device = device if device.startswith("cuda") else None
         self.top_k = top_k
         self.index_dir = Path(index_dir)
         self.index: Any = None
@@ -216,6 +233,8 @@ class Embedder:
         if stamp is None or stamp == self.stamp:
             return
         index = CardIndex.load(self.index_dir)
+        if self.search_device:
+            index.search_on(self.search_device)
         if index.embedder_version != self.model.version:
             log.error(
                 "index %s was built by embedder %s, not %s",

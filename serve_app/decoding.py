@@ -17,6 +17,7 @@ import io
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import cv2
 import numpy as np
@@ -71,25 +72,51 @@ def dct_reduction(width: int, height: int, min_side: int = DRAFT_MIN_SIDE) -> in
     return next((k for k in (8, 4, 2) if long_side / k >= min_side), 1)
 
 
-def decode_photo(
-    data: bytes,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    min_side: int = DRAFT_MIN_SIDE,
-    max_side: int = WORK_MAX_SIDE,
-) -> np.ndarray:
+def working_size(width: int, height: int) -> tuple[int, int]:
+    """The (width, height) the scanner works at for a photo of this size: what a DCT-scaled JPEG decode
+    gives (1/k, rounded up), no larger than `WORK_MAX_SIDE` on the long side."""
+    k = dct_reduction(width, height)
+    w, h = math.ceil(width / k), math.ceil(height / k)
+    if max(w, h) > WORK_MAX_SIDE:
+        s = WORK_MAX_SIDE / max(w, h)
+        w, h = max(1, round(w * s)), max(1, round(h * s))
+    return w, h
+
+
+def decode_photo(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """The photo as an upright RGB uint8 array at working size (see the module docstring)."""
     with _opened(data, max_pixels) as im:
         if im.format == "JPEG":
-            k = dct_reduction(*im.size, min_side=min_side)
+            k = dct_reduction(*im.size)
             if k > 1:  # asks for exactly 1/k: draft picks the smallest scale at least this large
                 im.draft("RGB", (math.ceil(im.size[0] / k), math.ceil(im.size[1] / k)))
         im.load()
         image = np.asarray(_upright_rgb(im))
     h, w = image.shape[:2]
-    if max(h, w) > max_side:
-        s = max_side / max(h, w)
-        image = cv2.resize(image, (max(1, round(w * s)), max(1, round(h * s))), interpolation=cv2.INTER_AREA)
+    size = working_size(w, h)
+    if size != (w, h):
+        image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
     return image
+
+
+def decode_photo_tensor(data: bytes, device: Any, max_pixels: int = DEFAULT_MAX_PIXELS) -> Any:
+    """`decode_photo` for a replica that holds a GPU: the working image as a uint8 (3, h, w) tensor on
+    `device`. JPEGs are decoded there (nvJPEG on CUDA) and shrunk there; other formats go through Pillow.
+    The header is checked first, as on the CPU path, so a bomb never reaches the decoder."""
+    import torch  # only replicas that decode on a device load torch for this
+
+    from models.tensor_ops import decode_jpeg_on, shrink_tensor
+
+    with _opened(data, max_pixels) as im:
+        image_format = im.format
+    if image_format != "JPEG":
+        return torch.from_numpy(decode_photo(data, max_pixels)).permute(2, 0, 1).to(device)
+    try:
+        image = decode_jpeg_on(data, device)
+    except (RuntimeError, ValueError):
+        raise UnsupportedImage("The image could not be decoded; it may be truncated or corrupt.") from None
+    w, h = working_size(image.shape[2], image.shape[1])
+    return shrink_tensor(image, (h, w))
 
 
 def _upright_rgb(im: Image.Image) -> Image.Image:

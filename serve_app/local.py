@@ -10,14 +10,16 @@ from serve_app.config import ScanConfig
 log = logging.getLogger("cardcat.scan")
 APP_NAME = "scanner"
 ROUTE = "/scan"
-# Ray's shared-memory object store: a scan in flight holds its photo and face (a few MB); the default
-# (30% of RAM) only ever grows the server's resident memory as the store's pages get touched.
+# Ray's shared-memory object store: a scan in flight holds its photo and face (a few MB, ~100 MB at
+# concurrency 32). Every store page a process maps stays in its RSS, and the default store (30% of RAM)
+# let that grow towards 7 GB in each of the four processes that pass photos and faces along.
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
 
-def start_scanner(config: ScanConfig, http_port: int | None = None) -> str:
-    """Start a local Ray instance and the scanner app on it; returns the Serve application's name, which
-    the ingress (this process, or a uvicorn worker that joins this Ray instance) calls by handle.
+def start_scanner(config: ScanConfig, http_port: int | None = None) -> tuple[str, str]:
+    """Start a local Ray instance and the scanner app on it; returns the Serve application's name and the
+    Ray cluster's address: the ingress (this process, or uvicorn workers that join this Ray instance)
+    calls the app by handle.
 
     With `http_port`, Ray's HTTP proxy also serves `POST /scan` on 127.0.0.1 (an ingress elsewhere can
     post to it); without, no proxy runs at all: one process and one HTTP parse fewer per scan.
@@ -38,8 +40,10 @@ def start_scanner(config: ScanConfig, http_port: int | None = None) -> str:
         logging_level=logging.WARNING,
         configure_logging=True,
         ignore_reinit_error=True,
-        # No idle workers started ahead of time: every process here is a replica or Ray itself.
-        _system_config={"enable_worker_prestart": False},
+        _system_config={
+            # No idle workers started ahead of time: every process here is a replica or Ray itself.
+            "enable_worker_prestart": False,
+        },
     )
     if http_port is None:
         serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
@@ -52,7 +56,7 @@ def start_scanner(config: ScanConfig, http_port: int | None = None) -> str:
     serve.run(build_app(config.as_dict()), name=APP_NAME, route_prefix=ROUTE, blocking=False)
     where = f" and http://127.0.0.1:{http_port}{ROUTE}" if http_port else ""
     log.warning("scanner up on Ray Serve: application %r%s", APP_NAME, where)
-    return APP_NAME
+    return APP_NAME, ray.get_runtime_context().gcs_address
 
 
 def stop_scanner() -> None:

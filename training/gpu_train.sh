@@ -13,7 +13,7 @@
 # then `cardcat index build` and re-check the fusion thresholds (benchmarks/fusion_sweep.py).
 # The OCR run exports models/weights/ocr.pt when it ends; then re-average its BatchNorm statistics and
 # export the detector (both evaluate on held-out cards):
-#   python -m training.ocr.recalibrate && python -m training.ocr.evaluate --count 500
+#   python -m training.ocr.recalibrate && python -m training.ocr.compile && python -m training.ocr.evaluate --count 500
 #   python -m training.detector.export --run runs/detector/unet224-v5 --set refine_passes=4 \
 #     --set min_fit=0.75 --set rect_fallback=true --set extra_threshold=0.6 --set settle=0.02
 set -euo pipefail

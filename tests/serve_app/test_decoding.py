@@ -111,14 +111,17 @@ def test_exif_orientation_is_applied_before_the_detector_looks(
     assert corner_error_pct(back, photo.corners) < MAX_TRUTH_PCT
 
 
-def test_large_non_jpeg_photos_are_shrunk_to_working_size() -> None:
+def test_non_jpeg_photos_are_shrunk_to_the_same_working_size() -> None:
     big = np.zeros((3000, 4000, 3), np.uint8)
     big[1000:2000, 1500:2200] = 255
     buffer = io.BytesIO()
     Image.fromarray(big).save(buffer, format="PNG")
     out = decode_photo(buffer.getvalue())
-    assert out.shape == (1536, WORK_MAX_SIDE, 3)
-    assert out[768, 1024].tolist() == [255, 255, 255] and out[100, 100].tolist() == [0, 0, 0]
+    assert out.shape == (750, 1000, 3)  # the size a 1/4 DCT decode of a JPEG this large would give
+    assert out[375, 460].tolist() == [255, 255, 255] and out[100, 100].tolist() == [0, 0, 0]
+    very_long = io.BytesIO()
+    Image.fromarray(np.zeros((100, 36000, 3), np.uint8)).save(very_long, format="PNG")
+    assert decode_photo(very_long.getvalue()).shape == (6, WORK_MAX_SIDE, 3)
 
 
 @needs_shared
@@ -145,3 +148,88 @@ def test_a_mixed_batch_answers_each_photo_as_alone(faces: list[np.ndarray]) -> N
         # oneDNN sums in a batch-size-dependent order, so corners may differ by float rounding: the faces
         # must agree to a fraction of a grey level on average, not bit for bit.
         assert np.abs(batch[i].astype(np.int16) - alone).mean() < 1.0, i
+
+
+# --- the GPU path (models.tensor_ops), run here on the CPU: the same code a GPU replica runs --------------
+
+
+@needs_shared
+def test_torch_rectify_matches_opencv(faces: list[np.ndarray]) -> None:
+    import torch
+
+    from models.geometry import rectify
+    from models.tensor_ops import rectify_tensor
+
+    photo = make_photo(faces[0], SEED + 30, "standard", scale=SCALES[1])
+    assert photo.corners is not None
+    on_host = rectify(photo.image, photo.corners)
+    on_device = rectify_tensor(torch.from_numpy(photo.image).permute(2, 0, 1), photo.corners)
+    assert on_device.shape == on_host.shape == (838, 600, 3) and on_device.dtype == np.uint8
+    diff = np.abs(on_device.astype(np.int16) - on_host)
+    assert diff.mean() < 0.5 and np.percentile(diff, 99) <= 3
+
+
+@needs_shared
+@pytest.mark.parametrize("scale", SCALES)
+def test_torch_decode_gives_the_working_image(scale: float, faces: list[np.ndarray]) -> None:
+    from serve_app.decoding import decode_photo_tensor
+
+    photo = make_photo(faces[1], SEED + 40, "standard", scale=scale)
+    data = jpeg(photo.image)
+    on_host = decode_photo(data)
+    on_device = decode_photo_tensor(data, "cpu").permute(1, 2, 0).numpy()
+    assert on_device.shape == on_host.shape
+    # DCT scaling and an antialiased resize filter differently: close, not equal
+    assert np.abs(on_device.astype(np.int16) - on_host).mean() < 4.0
+
+
+@needs_shared
+def test_torch_decode_applies_exif_and_refuses_what_pillow_refuses(faces: list[np.ndarray]) -> None:
+    from catalog_api.errors import UnsupportedImage
+    from serve_app.decoding import decode_photo_tensor
+
+    photo = make_photo(faces[0], SEED + 50, "standard")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    turned = decode_photo_tensor(jpeg(np.ascontiguousarray(np.rot90(photo.image, 1)), exif), "cpu")
+    assert tuple(turned.shape[1:]) == photo.image.shape[:2]
+    truncated = jpeg(photo.image)[: len(jpeg(photo.image)) // 3]
+    for bad in (b"", b"\xff\xd8\xff\xe0 not really a jpeg", truncated):
+        with pytest.raises(UnsupportedImage):  # as on the Pillow path
+            decode_photo_tensor(bad, "cpu")
+        with pytest.raises(UnsupportedImage):
+            decode_photo(bad)
+
+
+@needs_shared
+def test_a_detector_decoding_on_its_torch_device_finds_the_same_faces(faces: list[np.ndarray]) -> None:
+    from serve_app.app import Detector
+
+    on_host = Detector.func_or_class(str(WEIGHTS), "cpu", pixels="numpy")
+    on_device = Detector.func_or_class(str(WEIGHTS), "cpu", pixels="torch")
+    photos = [
+        jpeg(make_photo(faces[n % 2], SEED + 60 + n, "standard", scale=scale).image)
+        for n, scale in enumerate(SCALES)
+    ]
+    for a, b in zip(on_host.locate_photos(photos), on_device.locate_photos(photos), strict=True):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+        assert np.abs(a.astype(np.int16) - b).mean() < 6.0
+
+
+def test_exact_torch_search_matches_faiss() -> None:
+    from models.index import CardIndex
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(500, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = CardIndex(16, "test")
+    index._add([f"card-{i}" for i in range(500)], vectors)
+    moved = rng.normal(size=(1, 16)).astype(np.float32)
+    index._add(["card-7"], moved / np.linalg.norm(moved))  # replaced: faiss's order is not the ids' now
+    queries = np.vstack([vectors[:20], moved]) + rng.normal(scale=0.1, size=(21, 16)).astype(np.float32)
+    expected = index.search(queries, 5)
+    index.search_on("cpu")
+    got = index.search(queries, 5)
+    for want, have in zip(expected, got, strict=True):
+        assert [cid for cid, _ in want] == [cid for cid, _ in have]
+        assert np.allclose([s for _, s in want], [s for _, s in have], atol=1e-5)

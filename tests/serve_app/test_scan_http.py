@@ -8,6 +8,7 @@ import io
 import struct
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -178,3 +179,77 @@ def bomb_png(side: int = 60_000) -> bytes:
     row = b"\0" + b"\0" * side
     data = zlib.compress(row * 16)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+
+
+def server_rss_kib(scanner: Service) -> int:
+    """VmRSS summed over `cardcat serve` and every process under it (Ray's daemons and replicas)."""
+    root = scanner.processes[0].pid
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total
+
+
+def test_a_burst_of_many_megapixel_photos_stays_within_the_memory_budget(scanner: Service):
+    """8 concurrent 38 KB PNGs of 6300x6300 (40 Mpx, just inside the pixel cap) once grew the server by
+    3.4 GiB for good. Photos are decoded one at a time per Detector batch and shrunk to working size at
+    once, so the server grows by far less than 1 GiB, and every answer is an answer."""
+    import asyncio
+
+    side = 6300
+    buffer = io.BytesIO()
+    Image.new("RGB", (side, side), (240, 240, 240)).save(buffer, format="PNG", optimize=True)
+    photo = buffer.getvalue()
+    assert len(photo) < 100_000
+    before = server_rss_kib(scanner)
+
+    async def burst() -> list[httpx.Response]:
+        headers = {"Authorization": f"Bearer {scanner.key}"}
+        async with httpx.AsyncClient(base_url=scanner.base_url, headers=headers, timeout=300) as client:
+            files = {"image": ("big.png", photo, "image/png")}
+            return await asyncio.gather(*(client.post("/v1/scan", files=files) for _ in range(8)))
+
+    responses = asyncio.run(burst())
+    assert {r.status_code for r in responses} <= {200, 400}, [r.text for r in responses]
+    grown = server_rss_kib(scanner) - before
+    assert grown < 1024 * 1024, f"server grew by {grown / 1024:.0f} MiB"
+
+
+def test_several_uvicorn_workers_reach_the_scanner_by_handle(scanner: Service):
+    """`cardcat serve --workers 2 --scan`: the workers are processes of their own; each joins the Ray
+    instance the server started (CARDCAT_RAY_ADDRESS) and calls the app through a DeploymentHandle."""
+    import asyncio
+
+    url = scanner.start("--workers", "2", "--scan", timeout=300)
+    server = scanner.processes[-1]
+    try:
+        from training.synth import make_photo
+
+        # the photo test_a_photo_turned_upside_down_is_the_same_card answers with its one card
+        photo = jpeg(make_photo(face("swsh10tg-TG03"), seed=HELD_OUT_SEED + 3, difficulty="standard").image)
+
+        async def scans() -> list[httpx.Response]:
+            headers = {"Authorization": f"Bearer {scanner.quick_key()}"}
+            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+                files = {"image": ("p.jpg", photo, "image/jpeg")}
+                return await asyncio.gather(*(client.post("/v1/scan", files=files) for _ in range(6)))
+
+        for response in asyncio.run(scans()):
+            assert [m["card"]["id"] for m in ok(response)["matches"]] == ["swsh10tg-TG03"]
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        scanner.processes.remove(server)

@@ -192,3 +192,30 @@ def test_data_workers_share_the_steps_and_keep_their_order(tmp_path: Path) -> No
         assert a["name_text"] == b["name_text"] and a["footer_text"] == b["footer_text"]
         assert torch.equal(a["name"], b["name"]) and torch.equal(a["footer_frames"], b["footer_frames"])
     assert len({tuple(b["name_text"]) for b in one}) > 1  # different steps, different samples
+
+
+def test_the_compiled_reader_reads_what_the_docTR_model_reads(
+    reader: PrintReader, cards_and_faces: tuple[list[CardText], list[np.ndarray]], tmp_path: Path
+) -> None:
+    """The shipped `ocr.ts` is the shipped weights' network, traced: same reads, same footer scores, and
+    serving it loads no docTR. A file compiled from other weights is ignored, never used."""
+    import subprocess
+    import sys
+
+    from models.ocr import COMPILED, compile_reader
+
+    assert COMPILED.exists(), "models/weights/ocr.ts missing: python -m training.ocr.compile"
+    assert reader.model is None, "the shipped ocr.ts was not compiled from the shipped ocr.pt"
+    docTR = PrintReader(compiled=None)
+    assert docTR.model is not None
+    _, faces = cards_and_faces
+    footers = [["SSP 025/191", "025/102", "TG05/TG30"]] * 8
+    assert reader.read_batch(faces[:8], footers) == docTR.read_batch(faces[:8], footers)
+    probe = "import sys; from models.ocr import PrintReader; PrintReader(); print('doctr' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+    other = tmp_path / "other.pt"
+    other.write_bytes(WEIGHTS.read_bytes() + b"\0")  # other bytes, other SHA-256: not what ocr.ts is from
+    stale = compile_reader(WEIGHTS, tmp_path / "stale.ts")
+    assert PrintReader(other, compiled=stale).model is not None  # fell back to docTR
