@@ -186,6 +186,8 @@ def server_rss_kib(scanner: Service) -> int:
     root = scanner.processes[0].pid
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
@@ -204,7 +206,7 @@ def server_rss_kib(scanner: Service) -> int:
 
 
 def test_a_burst_of_many_megapixel_photos_stays_within_the_memory_budget(scanner: Service):
-    """8 concurrent 38 KB PNGs of 6300x6300 (40 Mpx, just inside the pixel cap) once grew the server by
+    """8 concurrent small PNGs of 6300x6300 (40 Mpx, just inside the pixel cap) once grew the server by
     3.4 GiB for good. Photos are decoded one at a time per Detector batch and shrunk to working size at
     once, so the server grows by far less than 1 GiB, and every answer is an answer."""
     import asyncio
@@ -213,7 +215,7 @@ def test_a_burst_of_many_megapixel_photos_stays_within_the_memory_budget(scanner
     buffer = io.BytesIO()
     Image.new("RGB", (side, side), (240, 240, 240)).save(buffer, format="PNG", optimize=True)
     photo = buffer.getvalue()
-    assert len(photo) < 100_000
+    assert len(photo) < 200_000  # a small upload that decodes to 119 MB of pixels
     before = server_rss_kib(scanner)
 
     async def burst() -> list[httpx.Response]:
