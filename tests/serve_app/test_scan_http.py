@@ -255,3 +255,52 @@ def test_several_uvicorn_workers_reach_the_scanner_by_handle(scanner: Service):
         server.terminate()
         server.wait(timeout=60)
         scanner.processes.remove(server)
+
+
+def _image_bytes(width: int, height: int, mode: str, image_format: str, seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    picture = Image.fromarray(pixels).convert(mode)
+    if image_format == "JPEG" and picture.mode not in ("RGB", "L", "CMYK"):
+        picture = picture.convert("RGB")
+    buffer = io.BytesIO()
+    picture.save(buffer, format=image_format)
+    return buffer.getvalue()
+
+
+def test_fuzzed_small_images_get_an_answer_or_a_clear_400(client: httpx.Client):
+    """Generated images of odd sizes, modes and formats, whole, truncated or with flipped bytes: each scan
+    answers 200 or 400 in the envelope; none reaches a 5xx or drops the connection."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(
+        max_examples=40,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(
+        width=st.integers(1, 96),
+        height=st.integers(1, 96),
+        mode=st.sampled_from(["RGB", "L", "RGBA", "P", "CMYK", "1"]),
+        image_format=st.sampled_from(["JPEG", "PNG", "WEBP"]),
+        cut=st.floats(0.0, 1.0),
+        flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    )
+    def one(
+        width: int, height: int, mode: str, image_format: str, cut: float, flips: list[tuple[int, int]]
+    ) -> None:
+        data = bytearray(_image_bytes(width, height, mode, image_format, width * 131 + height))
+        for at, value in flips:
+            data[at % len(data)] = value
+        if cut < 0.3:  # a third of the examples truncated somewhere
+            data = data[: max(1, int(len(data) * cut / 0.3))]
+        response = scan(client, bytes(data), f"x.{image_format.lower()}")
+        assert response.status_code in (200, 400), response.text
+        body = response.json()
+        assert set(body) == {"data", "error"}
+        if response.status_code == 400:
+            assert body["data"] is None and body["error"]["code"] in ("unsupported_image", "bad_request")
+
+    one()
