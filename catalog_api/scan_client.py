@@ -5,7 +5,8 @@ Ray in its own process; `CARDCAT_SCAN_APP` names the Serve application, `CARDCAT
 cluster). A call then goes straight from this process to a ScanService replica over Ray's own transport:
 no second HTTP server parses the photo again, and Ray's HTTP proxy (measured at ~100 trivial requests/s
 on two cores, 5-10 ms of CPU per request) need not run at all. `CARDCAT_SCAN_URL` (HTTP) stays for an
-ingress outside the cluster. Both answer the same JSON-ready dict and raise the same errors.
+ingress outside the cluster. Both answer the same JSON-ready dict and raise the same errors, and both
+try a failed call once more before answering `503 scan_unavailable` with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from catalog_api.errors import APIError, BadRequest, ScanUnavailable, Unsupporte
 
 log = logging.getLogger("cardcat.scan")
 _ERROR_CLASSES: dict[str, type[APIError]] = {cls.code: cls for cls in (BadRequest, UnsupportedImage)}
+# A scan is a pure function of its photo, so a call that died with its replica (or hit an app being
+# redeployed) is tried once more, when Ray has routed around the dead replica; if that fails too the
+# client is told when to come back: replicas restart in seconds.
+ATTEMPTS = 2
+RETRY_AFTER_S = 2
+
+
+def unavailable(message: str) -> ScanUnavailable:
+    return ScanUnavailable(message, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 class ScanClient(Protocol):
@@ -42,18 +52,21 @@ class HTTPScanClient:
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=2.0), trust_env=False)
 
     async def scan(self, photo: bytes) -> dict[str, Any]:
-        try:
-            response = await self.client.post(
-                self.url, content=photo, headers={"content-type": "application/octet-stream"}
-            )
-        except httpx.HTTPError:
-            raise ScanUnavailable("The scanner is not reachable right now; please retry.") from None
-        if response.status_code == 400:
-            _raise_scanner_error(response.json().get("error", {}))
-        if response.status_code != 200:
-            raise ScanUnavailable("The scanner failed to answer; please retry.")
-        decision: dict[str, Any] = response.json()
-        return decision
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                response = await self.client.post(
+                    self.url, content=photo, headers={"content-type": "application/octet-stream"}
+                )
+            except httpx.HTTPError:
+                if attempt < ATTEMPTS:
+                    continue
+                raise unavailable("The scanner is not reachable right now; please retry.") from None
+            if response.status_code == 400:
+                _raise_scanner_error(response.json().get("error", {}))
+            if response.status_code == 200:
+                decision: dict[str, Any] = response.json()
+                return decision
+        raise unavailable("The scanner failed to answer; please retry.")
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -71,11 +84,14 @@ class ServeHandleScanClient:
         self.handle = serve.get_app_handle(app_name)
 
     async def scan(self, photo: bytes) -> dict[str, Any]:
-        try:
-            answer: dict[str, Any] = await self.handle.scan_photo.remote(photo)
-        except Exception as error:  # a replica that died or an app being redeployed: Ray's many types
-            log.warning("scanner call failed: %s", type(error).__name__)
-            raise ScanUnavailable("The scanner failed to answer; please retry.") from None
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                answer: dict[str, Any] = await self.handle.scan_photo.remote(photo)
+                break
+            except Exception as error:  # a replica that died, an app being redeployed: Ray's many types
+                log.warning("scanner call failed (attempt %d): %s", attempt, type(error).__name__)
+        else:
+            raise unavailable("The scanner failed to answer; please retry.")
         if "error" in answer:
             _raise_scanner_error(answer["error"])
         return answer
