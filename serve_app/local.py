@@ -10,9 +10,10 @@ from serve_app.config import ScanConfig
 log = logging.getLogger("cardcat.scan")
 APP_NAME = "scanner"
 ROUTE = "/scan"
-# Ray's shared-memory object store: a scan in flight holds its photo and face (a few MB, ~100 MB at
-# concurrency 32). Every store page a process maps stays in its RSS, and the default store (30% of RAM)
-# let that grow towards 7 GB in each of the four processes that pass photos and faces along.
+# Ray's shared-memory object store. Every store page a process has touched stays in its RSS, and four
+# processes pass photos and faces through it (with a 100 MB store, each mapped ~100 MB after 300 scans),
+# so the default (30% of RAM) only ever grows the server. 256 MB holds concurrency 32 with 12 MP photos;
+# 100 MB filled there (p95 8 s, benchmarks/scan_load.py).
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
 
@@ -29,10 +30,6 @@ def start_scanner(config: ScanConfig, http_port: int | None = None) -> tuple[str
 
     from serve_app.app import build_app
 
-    # glibc gives each thread that allocates its own heap arena (up to 8 per core) and rarely hands them
-    # back: replicas that decode and infer in worker threads grew by hundreds of MB each. Two arenas keep
-    # them near their working set; Ray's workers inherit this from the processes started here.
-    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     ray.init(
         num_cpus=os.cpu_count(),
         include_dashboard=False,
