@@ -22,7 +22,7 @@ from catalog_api.db import make_async_engine
 from catalog_api.deps import AppContext
 from catalog_api.envelope import error_response
 from catalog_api.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
-from catalog_api.gate import V1Gate
+from catalog_api.gate import V1Gate, is_v1
 from catalog_api.pagination import CursorCodec
 from catalog_api.ratelimit import make_rate_limiter
 from catalog_api.routes import bench, cards, files, health, images, movers, reference, scan
@@ -30,6 +30,11 @@ from catalog_api.scan_client import open_scan_client
 from catalog_api.secret_store import stored_secrets
 from catalog_api.settings import Settings, get_settings
 from catalog_api.snapshot import SnapshotHolder
+
+NOT_MODIFIED: dict[str, Any] = {
+    "description": "Not Modified: `If-None-Match` matched the ETag; no body",
+    "headers": {"ETag": {"description": "the strong ETag of the body", "schema": {"type": "string"}}},
+}
 
 log = logging.getLogger("cardcat")
 
@@ -113,7 +118,12 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document plus the bearer scheme the gate enforces on every `/v1` path."""
+    """FastAPI's document, corrected to what the server sends, plus the bearer scheme the gate enforces
+    on every `/v1` path.
+
+    FastAPI lists a `422` on every operation with parameters, but validation errors are answered `400
+    bad_request` (`_install_error_handlers`), so no `422` is ever sent. Every GET under `/v1` and
+    `/health` answers through `data_response`, which gives `304` on a matching `If-None-Match`."""
     if app.openapi_schema:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
@@ -121,8 +131,16 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         "apiKey": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <API key>"}
     }
     for path, operations in schema.get("paths", {}).items():
-        if path.startswith("/v1"):
-            for operation in operations.values():
+        for method, operation in operations.items():
+            responses = operation.get("responses", {})
+            responses.pop("422", None)
+            if method == "get" and (is_v1(path) or path == "/health"):
+                responses["304"] = NOT_MODIFIED
+            operation["responses"] = dict(sorted(responses.items()))
+            if is_v1(path):
                 operation["security"] = [{"apiKey": []}]
+    component_schemas = schema["components"].get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        component_schemas.pop(unused, None)
     app.openapi_schema = schema
     return schema

@@ -442,10 +442,14 @@ def _uvicorn_options(settings: Any, workers: int) -> dict[str, Any]:
             err=True,
         )
     allowed = settings.forwarded_allow_ips.strip()
+    from catalog_api.http_protocol import EnvelopeHttpToolsProtocol
+
     return {
         "workers": workers,
         "proxy_headers": bool(allowed),
         "forwarded_allow_ips": allowed or None,
+        # unparseable requests (a bad Content-Length...) answered in the envelope, not uvicorn's plain text
+        "http": EnvelopeHttpToolsProtocol,
     }
 
 

@@ -31,6 +31,12 @@ _QUERY_INT = re.compile(r"-?[0-9]+")
 _QUERY_INT_DIGITS = 18
 
 
+def sendable(text: str) -> bool:
+    """Whether text can be a database parameter. PostgreSQL refuses NUL in text (an error, so a 500 if
+    it came from a request), and such text can be no stored id, so a lookup by it finds nothing."""
+    return not _UNSENDABLE.search(text)
+
+
 def parse_query_int(raw: str) -> int | None:
     """A query-string integer: ASCII digits with an optional leading `-`; None for anything else.
 
@@ -53,7 +59,7 @@ def parse_limit(raw: str | None) -> int:
 
 def _fits(value: Any, kind: type) -> bool:
     if kind is str:
-        return type(value) is str and len(value) <= _MAX_TEXT and not _UNSENDABLE.search(value)
+        return type(value) is str and len(value) <= _MAX_TEXT and sendable(value)
     if type(value) is int:  # bool is an int subclass, and is excluded by the exact type
         return kind in (int, float) and _INT_MIN <= value <= _INT_MAX
     return kind is float and type(value) is float and math.isfinite(value)

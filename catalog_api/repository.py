@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from catalog_api import records
 from catalog_api.models import Card, CardMover, CardPriceCurrent, CardVariant
 from catalog_api.movers import WINDOWS
-from catalog_api.pagination import PositionShape
+from catalog_api.pagination import PositionShape, sendable
 from catalog_api.prices import CONDITION_ORDER
 
 SUMMARY_COLUMNS = (
@@ -59,6 +59,8 @@ async def catalog_page(
 ) -> tuple[Sequence[Row[Any]], list[Any] | None]:
     """Up to `limit` cards after position `after` (of GLOBAL_SHAPE, or EXPANSION_SHAPE within one
     expansion), and the position of the last one if more remain."""
+    if expansion_id is not None and not sendable(expansion_id):
+        return [], None
     order = EXPANSION_ORDER if expansion_id is not None else GLOBAL_ORDER
     sort_only = (Card.sort_release, Card.sort_nonnumeric, Card.sort_number)
     stmt = select(*_columns(with_metadata), *sort_only).order_by(*order).limit(limit + 1)
@@ -83,6 +85,8 @@ async def cards_by_ids(conn: AsyncConnection, ids: Sequence[str], with_metadata:
 
 
 async def card_detail_row(conn: AsyncConnection, card_id: str) -> Row[Any] | None:
+    if not sendable(card_id):
+        return None
     return (await conn.execute(select(*_columns(True)).where(Card.id == card_id))).first()
 
 
@@ -150,6 +154,8 @@ async def movers_page(
 ) -> tuple[list[str], list[Any] | None]:
     """Card ids of one leaderboard page (by the precomputed rank, after `after` of MOVERS_SHAPE), and the
     last rank if more remain."""
+    if expansion_id is not None and not sendable(expansion_id):
+        return [], None
     rank = CardMover.gain_rank if direction == "gainers" else CardMover.loss_rank
     stmt = select(CardMover.card_id, rank).where(CardMover.window == window, rank.is_not(None))
     if expansion_id is not None:

@@ -338,9 +338,12 @@ def _parse_url(url: str) -> _Target:
         raise URLNotAllowed("The URL contains spaces or control characters.")
     try:
         parts: SplitResult = urlsplit(url)
-        port = parts.port or 443
+        given_port = parts.port
     except ValueError:
         raise URLNotAllowed("The URL could not be parsed.") from None
+    if given_port == 0:  # `:0` is a port nothing listens on, not "no port" (which is 443)
+        raise URLNotAllowed("The URL's port is not valid.")
+    port = 443 if given_port is None else given_port
     if parts.scheme.lower() != "https":
         raise URLNotAllowed("Only https URLs can be scanned.")
     if "@" in parts.netloc:

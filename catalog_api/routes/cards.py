@@ -13,7 +13,7 @@ from catalog_api.envelope import page
 from catalog_api.errors import NotFound
 from catalog_api.pagination import parse_limit
 from catalog_api.routes.params import Cursor, Limit, Search
-from catalog_api.schemas import ERRORS, NOT_FOUND, Card, CardSummary, Envelope, Page
+from catalog_api.schemas import BY_ID, ERRORS, NOT_FOUND, Card, CardSummary, Envelope, Page
 from catalog_api.search import SORT_KEY_SHAPE, page_after
 
 router = APIRouter(prefix="/v1/cards", tags=["cards"])
@@ -99,7 +99,7 @@ async def _card_page(
     return page(items, next_cursor)
 
 
-@router.get("/{card_id}", response_model=Envelope[Card], responses={**ERRORS, **NOT_FOUND})
+@router.get("/{card_id}", response_model=Envelope[Card], responses={**BY_ID, **NOT_FOUND})
 async def get_card(request: Request, context: Context, card_id: str) -> Response:
     """The full card: every summary field (but `number_normalized`), its printings and its metadata."""
 

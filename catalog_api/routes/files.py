@@ -8,11 +8,16 @@ from starlette.responses import FileResponse
 from catalog_api import snapshots
 from catalog_api.deps import Context
 from catalog_api.errors import NotFound, Unauthorized
+from catalog_api.schemas import file_responses
 
 router = APIRouter(tags=["events"])
 
 
-@router.get("/files/snapshots/{file_name}")
+@router.get(
+    "/files/snapshots/{file_name}",
+    response_class=FileResponse,
+    responses=file_responses("application/gzip", signed=True),
+)
 async def snapshot_file(
     context: Context, file_name: str, expires: str = Query(""), signature: str = Query("")
 ) -> FileResponse:

@@ -21,7 +21,7 @@ from starlette.responses import Response
 from catalog_api.deps import Context
 from catalog_api.envelope import data_response
 from catalog_api.models import FeedState
-from catalog_api.schemas import Envelope, Health
+from catalog_api.schemas import Envelope, ErrorEnvelope, Health
 
 router = APIRouter(tags=["health"])
 FEEDS = ("catalog", "marketplace")
@@ -41,7 +41,11 @@ def feed_status(state: FeedState | None, max_age_s: int, now: datetime) -> str:
     return "stale" if (now - synced).total_seconds() > max_age_s else "ok"
 
 
-@router.get("/health", response_model=Envelope[Health])
+@router.get(
+    "/health",
+    response_model=Envelope[Health],
+    responses={500: {"model": ErrorEnvelope, "description": "internal"}},
+)
 async def health(request: Request, context: Context) -> Response:
     async with context.engine.connect() as conn:
         states = {row.feed: row for row in (await conn.execute(select(*FeedState.__table__.c))).all()}

@@ -8,11 +8,12 @@ from starlette.responses import FileResponse
 from catalog_api.deps import Context
 from catalog_api.errors import NotFound
 from catalog_api.images import ImageStore
+from catalog_api.schemas import file_responses
 
 router = APIRouter(tags=["images"])
 
 
-@router.get("/images/{key}/{size}.jpg", include_in_schema=True)
+@router.get("/images/{key}/{size}.jpg", response_class=FileResponse, responses=file_responses("image/jpeg"))
 async def card_image(context: Context, key: str, size: str) -> FileResponse:
     path = ImageStore(context.settings.images_dir).path(key, size)
     if path is None or not path.is_file():

@@ -14,7 +14,7 @@ from catalog_api.envelope import page
 from catalog_api.errors import NotFound
 from catalog_api.pagination import parse_limit
 from catalog_api.routes.params import Cursor, Limit, Search
-from catalog_api.schemas import ERRORS, NOT_FOUND, Envelope, Expansion, Page, Product, Series
+from catalog_api.schemas import BY_ID, ERRORS, NOT_FOUND, Envelope, Expansion, Page, Product, Series
 from catalog_api.search import SORT_KEY_SHAPE, page_after
 from catalog_api.snapshot import Snapshot, Table
 
@@ -77,7 +77,7 @@ async def list_series(
 
 
 @router.get(
-    "/series/{series_id}", tags=["series"], response_model=Envelope[Series], responses={**ERRORS, **NOT_FOUND}
+    "/series/{series_id}", tags=["series"], response_model=Envelope[Series], responses={**BY_ID, **NOT_FOUND}
 )
 async def get_series(request: Request, context: Context, series_id: str) -> Response:
     return await _read(request, context, lambda snap: _detail(snap.series, series_id, "series"))
@@ -106,7 +106,7 @@ async def list_expansions(
     "/expansions/{expansion_id}",
     tags=["expansions"],
     response_model=Envelope[Expansion],
-    responses={**ERRORS, **NOT_FOUND},
+    responses={**BY_ID, **NOT_FOUND},
 )
 async def get_expansion(request: Request, context: Context, expansion_id: str) -> Response:
     return await _read(request, context, lambda snap: _detail(snap.expansions, expansion_id, "expansion"))
@@ -137,7 +137,7 @@ async def list_products(
     "/products/{product_id}",
     tags=["products"],
     response_model=Envelope[Product],
-    responses={**ERRORS, **NOT_FOUND},
+    responses={**BY_ID, **NOT_FOUND},
 )
 async def get_product(request: Request, context: Context, product_id: str) -> Response:
     return await _read(request, context, lambda snap: _detail(snap.products, product_id, "product"))

@@ -124,3 +124,26 @@ def test_limit_is_ascii_digits_only(service: Service, raw: str, size: int) -> No
 def test_min_cents_is_ascii_digits_only(service: Service, raw: str) -> None:
     with service.client() as client:
         failed(client.get("/v1/movers", params={"min_cents": raw}), 400, "bad_request")
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status"),
+    [
+        ("/v1/cards/base1-4%00", {}, 404),
+        ("/v1/cards", {"expansion_id": "base1\x00"}, 200),
+        ("/v1/movers", {"expansion_id": "\x00"}, 200),
+        ("/v1/series/base%00", {}, 404),
+        ("/v1/expansions", {"series_id": "\x00"}, 200),
+        ("/v1/products", {"expansion_id": "\x00"}, 200),
+    ],
+)
+def test_an_id_with_a_nul_is_not_found(
+    service: Service, path: str, params: dict[str, str], status: int
+) -> None:
+    """PostgreSQL cannot hold NUL in text (nor take it as a parameter): such an id names nothing."""
+    with service.client() as client:
+        response = client.get(path, params=params)
+    if status == 404:
+        failed(response, 404, "not_found")
+    else:
+        assert ok(response)["items"] == []
