@@ -53,6 +53,7 @@ from serve_app.fusion import (
     decide,
     footer_candidates,
 )
+from serve_app.intake import MAX_IMAGE_BYTES
 
 log = logging.getLogger("cardcat.scan")
 INDEX_RECHECK_S = 2.0
@@ -309,8 +310,16 @@ class ScanService:
         self._load_table()
 
     async def __call__(self, request: Request) -> JSONResponse:
-        """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body."""
-        answer = await self.scan_photo(await request.body())
+        """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body. The proxy is off unless an
+        operator turns it on for an ingress elsewhere (`CARDCAT_SCAN_PORT`, or a Serve config, which
+        `deploy/k8s/networkpolicy.yaml` opens to the API pods only), and it holds the ingress's cap."""
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_IMAGE_BYTES:
+                error = {"code": "payload_too_large", "message": "The photo is larger than 10 MB."}
+                return JSONResponse({"error": error}, status_code=413)
+        answer = await self.scan_photo(bytes(body))
         status = 400 if "error" in answer else 200
         return JSONResponse(answer, status_code=status)
 

@@ -230,12 +230,39 @@ def test_a_burst_of_many_megapixel_photos_stays_within_the_memory_budget(scanner
     assert grown < 1024 * 1024, f"server grew by {grown / 1024:.0f} MiB"
 
 
+def test_no_ray_http_proxy_runs_beside_the_ingress(scanner: Service):
+    """The ingress calls the scanner by handle: nothing else can reach the scanner without a key."""
+    root = scanner.processes[0].pid
+    names = [
+        (entry / "cmdline").read_bytes()
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _descends_from(int(entry.name), root)
+    ]
+    assert names and not [n for n in names if b"ProxyActor" in n]
+
+
+def _descends_from(pid: int, root: int) -> bool:
+    while pid > 1:
+        if pid == root:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 def test_several_uvicorn_workers_reach_the_scanner_by_handle(scanner: Service):
     """`cardcat serve --workers 2 --scan`: the workers are processes of their own; each joins the Ray
-    instance the server started (CARDCAT_RAY_ADDRESS) and calls the app through a DeploymentHandle."""
+    instance the server started (CARDCAT_RAY_ADDRESS) and calls the app through a DeploymentHandle.
+    With CARDCAT_SCAN_PORT the Ray proxy also serves `POST /scan` on loopback, under the same 10 MB cap."""
     import asyncio
 
-    url = scanner.start("--workers", "2", "--scan", timeout=300)
+    from tests.harness import free_port
+
+    port = free_port()
+    proxy = f"http://127.0.0.1:{port}/scan"
+    url = scanner.start("--workers", "2", "--scan", timeout=300, CARDCAT_SCAN_PORT=str(port))
     server = scanner.processes[-1]
     try:
         from training.synth import make_photo
@@ -251,6 +278,10 @@ def test_several_uvicorn_workers_reach_the_scanner_by_handle(scanner: Service):
 
         for response in asyncio.run(scans()):
             assert [m["card"]["id"] for m in ok(response)["matches"]] == ["swsh10tg-TG03"]
+        direct = httpx.post(proxy, content=photo, timeout=120)
+        assert direct.status_code == 200 and direct.json()["matches"][0]["card_id"] == "swsh10tg-TG03"
+        too_big = httpx.post(proxy, content=b"\xff" * (11 * 1024 * 1024), timeout=120)
+        assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "payload_too_large"
     finally:
         server.terminate()
         server.wait(timeout=60)
