@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -263,3 +264,30 @@ def launch_scanner(
         service.stop()
         raise
     return service
+
+
+class ServerThread:
+    """A real uvicorn server on 127.0.0.1 (free port) in a background thread."""
+
+    def __init__(self, app: Any, **config: Any) -> None:
+        import uvicorn
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        cfg = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, **config)
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(5)
+        self.sock.close()

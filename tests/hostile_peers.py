@@ -35,6 +35,8 @@ from typing import Any
 
 import httpx
 
+from tests.harness import ServerThread
+
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 # What a bomb inflates to: far past the 10 MB cap and big enough that inflating it shows in RSS.
@@ -174,41 +176,16 @@ class OriginCA:
             pem.write_to_path(str(self.cert_file), append=i > 0)
 
 
-class HostileOrigin:
+class HostileOrigin(ServerThread):
     """The hostile HTTPS origin: uvicorn on 127.0.0.1 in a background thread of the test process."""
 
     def __init__(self, ca: OriginCA, drip_every_s: float) -> None:
-        import uvicorn
-
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = int(self.sock.getsockname()[1])
-        config = uvicorn.Config(
-            origin_app(drip_every_s),
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-            ssl_certfile=str(ca.cert_file),
-            ssl_keyfile=str(ca.key_file),
+        super().__init__(
+            origin_app(drip_every_s), ssl_certfile=str(ca.cert_file), ssl_keyfile=str(ca.key_file)
         )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def url(self, path: str) -> str:
         return f"https://127.0.0.1:{self.port}{path}"
-
-    def __enter__(self) -> HostileOrigin:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "hostile origin did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(5)
-        self.sock.close()
 
 
 # ---------------------------------------------------------------------------------------------- TCP

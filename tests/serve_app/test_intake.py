@@ -13,16 +13,13 @@ import ipaddress
 import os
 import socket
 import struct
-import threading
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -46,6 +43,7 @@ from serve_app.intake import (
     parse_host_literal,
     read_scan_upload,
 )
+from tests.harness import ServerThread
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)
 PINNED_NAME = "scan-origin.invalid"  # in the certificate, but no resolver will ever answer for it
@@ -94,31 +92,6 @@ PNG = image_bytes("PNG")
 
 
 # ---------------------------------------------------------------------------------------------- servers
-
-
-class ServerThread:
-    """A real uvicorn server on 127.0.0.1 (free port) in a background thread."""
-
-    def __init__(self, app: Starlette, **config: Any) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        cfg = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, **config)
-        self.server = uvicorn.Server(cfg)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(5)
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
