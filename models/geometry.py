@@ -22,11 +22,17 @@ def half_turn(face: np.ndarray) -> np.ndarray:
     return cv2.flip(np.ascontiguousarray(face), -1)
 
 
+def face_corners(size: tuple[int, int] = FACE_SIZE) -> np.ndarray:
+    """A size=(width, height) face's outer corners (TL, TR, BR, BL) in pixel-centre coordinates: where a
+    photo quad's corners land when it is rectified."""
+    w, h = size
+    return np.array([[-0.5, -0.5], [w - 0.5, -0.5], [w - 0.5, h - 0.5], [-0.5, h - 0.5]], np.float32)
+
+
 def rectify(image: np.ndarray, quad: np.ndarray, size: tuple[int, int] = FACE_SIZE) -> np.ndarray:
     """Warp the quad (TL, TR, BR, BL) to an upright size=(width, height) face."""
     w, h = size
-    dst = np.array([[-0.5, -0.5], [w - 0.5, -0.5], [w - 0.5, h - 0.5], [-0.5, h - 0.5]], np.float32)
-    hom = cv2.getPerspectiveTransform(np.asarray(quad, np.float32), dst)
+    hom = cv2.getPerspectiveTransform(np.asarray(quad, np.float32), face_corners(size))
     return cv2.warpPerspective(image, hom, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from models.geometry import FACE_SIZE
+from models.geometry import FACE_SIZE, face_corners
 
 
 def decode_jpeg_on(data: bytes, device: torch.device | str) -> torch.Tensor:
@@ -45,8 +45,7 @@ def rectify_tensor(image: torch.Tensor, quad: np.ndarray, size: tuple[int, int] 
     pixels) warped to an upright size=(width, height) face, bilinear, edges replicated; HxWx3 uint8 out."""
     w, h = size
     _, height, width = image.shape
-    face_corners = np.array([[-0.5, -0.5], [w - 0.5, -0.5], [w - 0.5, h - 0.5], [-0.5, h - 0.5]], np.float32)
-    to_photo = cv2.getPerspectiveTransform(face_corners, np.asarray(quad, np.float32))  # face px -> photo px
+    to_photo = cv2.getPerspectiveTransform(face_corners(size), np.asarray(quad, np.float32))  # face -> photo
     hom = torch.as_tensor(to_photo, dtype=torch.float32, device=image.device)
     ys, xs = torch.meshgrid(
         torch.arange(h, device=image.device, dtype=torch.float32),

@@ -129,13 +129,16 @@ class Detector:
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def locate(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:
         """Each request: the photo's bytes and the (width, height) of the thumbnail to return."""
-        located = await asyncio.to_thread(self.locate_photos, [photo for photo, _ in requests])
-        return [
-            Located(face=ray.put(face), thumbnail=shrink(face, size))
-            if isinstance(face, np.ndarray)
-            else face
-            for face, (_, size) in zip(located, requests, strict=True)
-        ]
+
+        def faces_and_thumbnails() -> list[tuple[np.ndarray, np.ndarray] | Located]:
+            located = self.locate_photos([photo for photo, _ in requests])
+            return [
+                (face, shrink(face, size)) if isinstance(face, np.ndarray) else face
+                for face, (_, size) in zip(located, requests, strict=True)
+            ]
+
+        found = await asyncio.to_thread(faces_and_thumbnails)
+        return [Located(ray.put(item[0]), item[1]) if isinstance(item, tuple) else item for item in found]
 
     def locate_photos(self, photos: list[bytes]) -> list[np.ndarray | Located]:
         """Photos of any size and format in one batch, each decoded once, at working size: the rectified

@@ -8,7 +8,8 @@ which keeps the card as sharp as in the ~1.2 MP photos the models were validated
 JPEGs still larger than `WORK_MAX_SIDE` at 1/8) are decoded whole and shrunk at once, so each photo in a
 batch is held once, at working size. Bombs are refused from the header, before any pixel is allocated.
 
-`decode_image` is the full-resolution decode (the ingress's checks and the tests use it).
+`probe_image` is the header check alone (the ingress runs it before sending the photo on);
+`decode_image` is the full-resolution decode (the tests compare with it).
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ def _opened(data: bytes, max_pixels: int) -> Iterator[Image.Image]:
         raise UnsupportedImage("The bytes are not a JPEG, PNG or WebP image.") from None
     except Exception:  # hostile input can trip many decoder errors (truncation, bad chunks, ...)
         raise UnsupportedImage("The image could not be decoded; it may be truncated or corrupt.") from None
+
+
+def probe_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[str, int, int]:
+    """Format and size from the header alone: the ingress refuses junk and bombs cheaply and leaves the
+    pixel decoding (which also catches truncation) to the scanner."""
+    with _opened(data, max_pixels) as im:
+        return str(im.format), *im.size
 
 
 def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:

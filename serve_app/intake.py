@@ -1,16 +1,16 @@
-"""Scan intake: turn a `POST /v1/scan` request into decoded pixels without trusting anything in it.
+"""Scan intake: turn a `POST /v1/scan` request into the photo's bytes without trusting anything in it.
 
 The two request shapes of the spec are handled here: a multipart upload (file field `image`) and a JSON
 `{"url": ...}` that we fetch ourselves. Both are capped at 10 MB while streaming, photos never touch the
-disk and are never logged, URL fetches only ever reach public addresses (SSRF), and decoding refuses
-decompression bombs before any pixel is allocated.
+disk and are never logged, and URL fetches only ever reach public addresses (SSRF). Checking and
+decoding the pixels is `serve_app.decoding`'s (bombs refused from the header, in the ingress and again
+in the scanner).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import ipaddress
 import json
 import re
@@ -23,7 +23,6 @@ from urllib.parse import SplitResult, urlsplit
 
 import certifi
 import httpx
-from PIL import Image
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
@@ -35,13 +34,9 @@ from catalog_api.errors import (
     APIError,
     BadRequest,
     PayloadTooLarge,
-    UnsupportedImage,
     URLFetchFailed,
     URLNotAllowed,
 )
-from serve_app.decoding import ACCEPTED_FORMATS, DEFAULT_MAX_PIXELS, decode_image
-
-__all__ = ["DEFAULT_MAX_PIXELS", "FetchPolicy", "decode_image", "probe_image", "read_scan_upload"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -502,27 +497,3 @@ async def _read_response(response: httpx.Response, max_bytes: int) -> bytes:
     except (httpx.HTTPError, OSError):
         raise URLFetchFailed("The connection broke while downloading the image.") from None
     return bytes(body)
-
-
-# --------------------------------------------------------------------------------------------------
-# Decoding
-
-
-def probe_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[str, int, int]:
-    """Format and size from the header alone: the ingress refuses junk and bombs cheaply and leaves the
-    pixel decoding (which also catches truncation) to the scanner."""
-    if not data:
-        raise UnsupportedImage("The image is empty.")
-    try:
-        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as im:
-            width, height = im.size
-            image_format = str(im.format)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise UnsupportedImage(f"The image has more than the {max_pixels:,} pixels we decode.") from None
-    except Exception:
-        raise UnsupportedImage("The bytes are not a JPEG, PNG or WebP image.") from None
-    if width * height > max_pixels:
-        raise UnsupportedImage(
-            f"The image is {width}x{height} pixels, more than the {max_pixels:,} pixels we decode."
-        )
-    return image_format, width, height

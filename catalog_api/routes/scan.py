@@ -21,7 +21,8 @@ from catalog_api.errors import ScanUnavailable
 from catalog_api.images import image_urls
 from catalog_api.models import Card, Expansion
 from catalog_api.schemas import ERRORS, Envelope, ErrorEnvelope, ScanResult
-from serve_app.intake import probe_image, read_scan_upload
+from serve_app.decoding import probe_image
+from serve_app.intake import read_scan_upload
 
 router = APIRouter(prefix="/v1", tags=["scan"])
 GAME = "cardgame"

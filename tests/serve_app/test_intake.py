@@ -32,12 +32,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from catalog_api.errors import APIError, UnsupportedImage, URLFetchFailed, URLNotAllowed
+from serve_app.decoding import decode_image
 from serve_app.intake import (
     MAX_IMAGE_BYTES,
     FetchPolicy,
     _fetch_pinned,
     _parse_url,
-    decode_image,
     fetch_image_url,
     is_public_address,
     parse_host_literal,
