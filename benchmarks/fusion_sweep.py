@@ -58,8 +58,9 @@ def build_index(tmp: Path) -> Path:
 
 def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]]) -> None:
     """Run each photo through the models once; keep what `decide` needs (hits and the read)."""
-    from models.detector import CardDetector, half_turn, rectify
+    from models.detector import CardDetector
     from models.embedder import CardEmbedder
+    from models.geometry import half_turn, rectify
     from models.index import CardIndex
     from models.ocr import PrintReader
     from training.synth import make_nocard_photo, make_photo

@@ -23,10 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.geometry import CARD_ASPECT, FACE_SIZE, half_turn, rectify
+from models.geometry import CARD_ASPECT
 from models.sessions import Backend, Session, TorchSession, check_version, fold_batchnorm, open_session
 
-__all__ = ["FACE_SIZE", "CardDetector", "DetectorConfig", "half_turn", "rectify"]
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
 PAD_VALUE = 114
 BAND_DEPTH = 0.1  # top/bottom bands: this fraction of the card height

@@ -9,7 +9,8 @@ import cv2
 import numpy as np
 import pytest
 
-from models.detector import WEIGHTS, CardDetector, rectify
+from models.detector import WEIGHTS, CardDetector
+from models.geometry import rectify
 from training.detector.evaluate import corner_error_pct
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
 from training.synth import BENCH_SEED_BASE, load_face, make_nocard_photo, make_photo
