@@ -26,6 +26,7 @@ import pytest
 
 from models import detector as det
 from models import embedder as emb
+from models.geometry import rectify
 from models.sessions import Backend, TritonSession
 from tests.harness import REPO
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
@@ -151,7 +152,7 @@ def test_detector_corners_equal_torch(triton: str, photos: list[np.ndarray]) -> 
 def test_embedder_vectors_equal_torch(triton: str, faces: list[np.ndarray], photos: list[np.ndarray]) -> None:
     local, remote = emb.CardEmbedder(), emb.CardEmbedder(backend=Backend("triton", triton))
     quads = det.CardDetector().locate_batch(photos)
-    views = faces + [det.rectify(p, q) for p, q in zip(photos, quads, strict=True) if q is not None]
+    views = faces + [rectify(p, q) for p, q in zip(photos, quads, strict=True) if q is not None]
     want, got = local.embed_batch(views), remote.embed_batch(views)
     assert got.shape == (len(views), 128)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
