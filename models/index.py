@@ -189,15 +189,20 @@ class CardIndex:
 
     @classmethod
     def load(cls, directory: Path) -> CardIndex:
-        meta = json.loads((Path(directory) / "meta.json").read_text())
+        directory = Path(directory)
+        meta = json.loads((directory / "meta.json").read_text())
+        return cls.from_bytes(meta, (directory / "index.faiss").read_bytes())
+
+    @classmethod
+    def from_bytes(cls, meta: dict[str, Any], blob: bytes) -> CardIndex:
+        """An index from the contents of its meta.json and index.faiss (read however the caller must)."""
         index = cls(int(meta["dim"]), meta["embedder_version"])
-        index._cpu = faiss.read_index(str(Path(directory) / "index.faiss"))
+        index._cpu = faiss.deserialize_index(np.frombuffer(blob, dtype=np.uint8))
         index.card_ids = list(meta["card_ids"])
         index._ids = {cid: i for i, cid in enumerate(index.card_ids)}
         index.built_at = meta["built_at"]
         if len(index) != meta["count"] or index._cpu.d != index.dim:
             raise ValueError(
-                f"{directory}: index holds {len(index)} x {index._cpu.d}, meta says "
-                f"{meta['count']} x {index.dim}"
+                f"index holds {len(index)} x {index._cpu.d}, meta says {meta['count']} x {index.dim}"
             )
         return index

@@ -18,8 +18,9 @@ processes), the Embedder a 38 KB thumbnail, the Reader the face. ScanService its
 runtime (no torch): it only shrinks, turns and fuses.
 
 Runtime knobs (index directory, batch sizes, thresholds) arrive through `reconfigure(user_config)`,
-so a rebuilt index or new weights are swapped in by `serve deploy` without dropping requests; the
-Embedder and ScanService also notice a rebuilt index directory on their own (its meta.json changes).
+so a rebuilt index or new weights are swapped in by `serve deploy` without dropping requests. The
+Embedder also notices a rebuilt index directory on its own (`serve_app.index_bundle`, the one watcher);
+ScanService takes the print table of the build each search came from from the Embedder, never from disk.
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
@@ -55,19 +54,15 @@ from serve_app.fusion import (
 )
 from serve_app.intake import MAX_IMAGE_BYTES
 
+if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
+    from serve_app.index_bundle import BundleWatcher, IndexBundle
+
 log = logging.getLogger("cardcat.scan")
-INDEX_RECHECK_S = 2.0
+TABLES_KEPT = 2
 # How long a batch waits for more requests after its first: at one request in flight every stage waits
 # this long, and under load the queue fills batches while the previous one runs anyway.
 BATCH_WAIT_S = 0.002
 Hits = list[tuple[str, float]]
-
-
-def _index_stamp(index_dir: Path) -> str | None:
-    try:
-        return (index_dir / "meta.json").read_text()
-    except OSError:
-        return None
 
 
 def _torch_threads(device: str, threads: int) -> None:
@@ -216,6 +211,7 @@ class Embedder:
     ) -> None:
         from models.embedder import CardEmbedder
         from models.sessions import Backend
+        from serve_app.index_bundle import BundleWatcher
 
         device = resolve_device(device)
         _torch_threads(device, threads)
@@ -223,56 +219,58 @@ class Embedder:
         # On a GPU the index is searched there too (one exact matrix product, models.tensor_ops).
         self.search_device = device if device.startswith("cuda") else None
         self.top_k = top_k
-        self.index_dir = Path(index_dir)
-        self.index: Any = None
-        self.stamp: str | None = None
-        self.checked = 0.0
-        self._load_index()
+        self.watcher: BundleWatcher = BundleWatcher(Path(index_dir))
+        self.searched: str | None = None
+        self._prepare()
         self.model.embed_batch([np.full((838, 600, 3), 200, np.uint8)])
 
-    def _load_index(self) -> None:
-        from models.index import CardIndex
-
-        stamp = _index_stamp(self.index_dir)
-        if stamp is None or stamp == self.stamp:
-            return
-        index = CardIndex.load(self.index_dir)
-        if self.search_device:
-            index.search_on(self.search_device)
-        if index.embedder_version != self.model.version:
-            log.error(
-                "index %s was built by embedder %s, not %s",
-                self.index_dir,
-                index.embedder_version,
-                self.model.version,
-            )
-        self.index, self.stamp = index, stamp  # one assignment: requests see the old or the new index
-        log.info("index loaded: %d cards", len(index.card_ids))
+    def _prepare(self) -> IndexBundle:
+        """The current bundle, moved to the search device and checked against the model on first use."""
+        bundle = self.watcher.bundle
+        if bundle is None:
+            raise RuntimeError(f"no index in {self.watcher.directory}")
+        if bundle.stamp != self.searched:
+            if self.search_device:
+                bundle.index.search_on(self.search_device)
+            if bundle.index.embedder_version != self.model.version:
+                log.error(
+                    "index %s was built by embedder %s, not %s",
+                    self.watcher.directory,
+                    bundle.index.embedder_version,
+                    self.model.version,
+                )
+            self.searched = bundle.stamp
+        return bundle
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         if config.get("index_dir"):
-            self.index_dir = Path(config["index_dir"])
+            self.watcher.move_to(Path(config["index_dir"]))
         self.top_k = int(config.get("top_k", self.top_k))
         self.search.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
-        self._load_index()
+        self._prepare()
+
+    def print_table(self) -> tuple[str, PrintTable]:
+        """The print table of the build this replica searches now, with its stamp."""
+        bundle = self._prepare()
+        return bundle.stamp, bundle.table
 
     def input_size(self) -> tuple[int, int]:
         """(width, height) the network takes: callers shrink faces to it before sending them."""
         return self.model.input_size
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def search(self, faces: list[np.ndarray]) -> list[tuple[Hits, Hits]]:
+    async def search(self, faces: list[np.ndarray]) -> list[tuple[Hits, Hits, str]]:
         """Each request: one rectified face (best at `input_size`); its hits upright and turned 180° (the
-        detector leaves the top open). The replica turns the face itself, so a scan sends it once."""
-        if time.monotonic() - self.checked > INDEX_RECHECK_S:
-            self.checked = time.monotonic()
-            await asyncio.to_thread(self._load_index)
-        index = self.index
+        detector leaves the top open), and the stamp of the build they came from. The replica turns the
+        face itself, so a scan sends it once."""
+        if self.watcher.due():
+            await asyncio.to_thread(self.watcher.refresh)
+        bundle = await asyncio.to_thread(self._prepare)
 
-        def run() -> list[tuple[Hits, Hits]]:
+        def run() -> list[tuple[Hits, Hits, str]]:
             both = [view for face in faces for view in (face, half_turn(face))]
-            hits = index.search(self.model.embed_batch(both), self.top_k)
-            return list(zip(hits[0::2], hits[1::2], strict=True))
+            hits = bundle.index.search(self.model.embed_batch(both), self.top_k)
+            return [(up, down, bundle.stamp) for up, down in zip(hits[0::2], hits[1::2], strict=True)]
 
         return await asyncio.to_thread(run)
 
@@ -291,26 +289,22 @@ class ScanService:
         self.detector, self.embedder, self.reader = detector, embedder, reader
         self.config = ScanConfig(**config)
         self.thresholds = self.config.fusion_thresholds()
-        self.index_dir = Path(self.config.index_dir)
-        self.table: PrintTable | None = None
-        self.stamp: str | None = None
-        self.checked = 0.0
+        # Print tables by build stamp: while Embedder replicas move to a new build, both are in use.
+        self.tables: dict[str, PrintTable] = {}
+        self.latest: PrintTable | None = None
         self.embed_size: tuple[int, int] | None = None
-        self._load_table()
-
-    def _load_table(self) -> None:
-        stamp = _index_stamp(self.index_dir)
-        if stamp is None or stamp == self.stamp:
-            return
-        records = json.loads((self.index_dir / "cards.json").read_text())
-        self.table, self.stamp = PrintTable.from_records(records), stamp
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         if config.get("thresholds"):
             self.thresholds = Thresholds(**config["thresholds"])
-        if config.get("index_dir"):
-            self.index_dir = Path(config["index_dir"])
-        self._load_table()
+
+    async def _fetch_table(self) -> tuple[str, PrintTable]:
+        stamp, table = await self.embedder.print_table.remote()
+        self.tables = {s: t for s, t in self.tables.items() if s != stamp} | {stamp: table}
+        while len(self.tables) > TABLES_KEPT:
+            del self.tables[next(iter(self.tables))]
+        self.latest = table
+        return stamp, table
 
     async def __call__(self, request: Request) -> JSONResponse:
         """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body. The proxy is off unless an
@@ -338,17 +332,25 @@ class ScanService:
         return (await self.scan(located)).as_dict()
 
     async def scan(self, located: Located) -> Decision:
-        if time.monotonic() - self.checked > INDEX_RECHECK_S:
-            self.checked = time.monotonic()
-            self._load_table()
-        assert self.table is not None
         if located.face is None or located.thumbnail is None:
-            return decide({}, None, self.table, self.thresholds)
-        upright, upside_down = await self.embedder.search.remote(located.thumbnail)
+            latest = self.latest or (await self._fetch_table())[1]
+            return decide({}, None, latest, self.thresholds)
+        for _ in range(2):
+            upright, upside_down, stamp = await self.embedder.search.remote(located.thumbnail)
+            known = self.tables.get(stamp)
+            if known is None:
+                fetched, table = await self._fetch_table()
+                if fetched != stamp:  # another replica answered from another build: search again
+                    continue
+            else:
+                table = known
+            break
+        else:
+            raise RuntimeError(f"no print table for index build {stamp}")
         turned, hits = better_turn(False, True, upright, upside_down)
-        footers = footer_candidates(hits, self.table, self.thresholds.race_window)
+        footers = footer_candidates(hits, table, self.thresholds.race_window)
         read = await self.reader.read.remote((located.face, turned, footers))
-        return decide(dict(hits), Read(**read), self.table, self.thresholds)
+        return decide(dict(hits), Read(**read), table, self.thresholds)
 
 
 def _wants_gpu(device: str) -> bool:
