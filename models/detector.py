@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.geometry import CARD_ASPECT
+from models.layers import conv_bn_relu
 from models.sessions import Backend, Session, TorchSession, check_version, fold_batchnorm, open_session
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
@@ -70,12 +71,6 @@ class DetectorConfig:
 
 
 # -------------------------------------------------------------------------------------------- network
-def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
-    )
-
-
 class DetectorNet(nn.Module):
     """A small U-Net: five stride-2 stages down, four up; 3 logit maps at input resolution."""
 
@@ -86,11 +81,11 @@ class DetectorNet(nn.Module):
         self.down = nn.ModuleList()
         cin = 3
         for w in widths:
-            self.down.append(nn.Sequential(_conv(cin, w, 2), _conv(w, w)))
+            self.down.append(nn.Sequential(conv_bn_relu(cin, w, 2), conv_bn_relu(w, w)))
             cin = w
         self.up = nn.ModuleList()
         for skip, w in zip(reversed(widths[:-1]), decoder, strict=True):
-            self.up.append(_conv(cin + skip, w))
+            self.up.append(conv_bn_relu(cin + skip, w))
             cin = w
         self.head = nn.Conv2d(cin, 3, 1)
 

@@ -12,13 +12,13 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from models.geometry import shrink
+from models.layers import conv_bn_relu
 from models.sessions import Backend, TorchSession, check_version, fold_batchnorm, open_session
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
@@ -32,18 +32,12 @@ def prepare(face: np.ndarray, size: tuple[int, int] = (INPUT_W, INPUT_H)) -> np.
     return shrink(face, size)
 
 
-def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
-    )
-
-
 class Block(nn.Module):
     """Downsampling residual pair: plain 3x3 convs are the fastest thing oneDNN runs on one CPU thread."""
 
     def __init__(self, cin: int, cout: int) -> None:
         super().__init__()
-        self.down = _conv(cin, cout, 2)
+        self.down = conv_bn_relu(cin, cout, 2)
         self.conv = nn.Sequential(nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -62,7 +56,7 @@ class CardNet(nn.Module):
         self, dim: int = 128, widths: tuple[int, ...] = (16, 32, 64, 128, 192), grid: tuple[int, int] = (4, 3)
     ):
         super().__init__()
-        self.stem = _conv(3, widths[0], 2)
+        self.stem = conv_bn_relu(3, widths[0], 2)
         self.stages = nn.Sequential(*[Block(a, b) for a, b in itertools.pairwise(widths)])
         self.grid = grid
         self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(widths[-1] * grid[0] * grid[1], dim))
@@ -142,11 +136,3 @@ class CardEmbedder:
             chunk = np.stack([prepare(f, self.input_size) for f in faces[start : start + self.batch_size]])
             out[start : start + len(chunk)] = self.session.run({INPUT: chunk})[OUTPUT]
         return out
-
-
-def read_face(path: Path) -> np.ndarray:
-    """A face file as RGB uint8 (OpenCV reads BGR)."""
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
-        raise FileNotFoundError(f"cannot read image {path}")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

@@ -9,6 +9,8 @@ also look at the face turned 180° (`half_turn`); the embedder sees the face shr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cv2
 import numpy as np
 
@@ -47,3 +49,11 @@ def shrink(face: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         return np.ascontiguousarray(face, dtype=np.uint8)
     interp = cv2.INTER_AREA if face.shape[1] > size[0] else cv2.INTER_LINEAR
     return cv2.resize(face, size, interpolation=interp)
+
+
+def read_face(path: Path) -> np.ndarray:
+    """A face file as RGB uint8 (OpenCV reads BGR)."""
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise FileNotFoundError(f"cannot read image {path}")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from rapidfuzz.distance import Levenshtein
 
+from models.checkpoints import state_dict_of
 from models.sessions import fold_batchnorm
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "ocr.pt"
@@ -258,16 +259,6 @@ def parse_footer(text: str, confs: list[float]) -> tuple[tuple[str | None, float
     return (code_val, code[1]), (num_val, number[1])
 
 
-def _state_dict(blob: Any) -> dict[str, torch.Tensor]:
-    """A bare state dict, or one wrapped under a usual key (ours: `state_dict`)."""
-    for key in ("state_dict", "model", "model_state_dict"):
-        if isinstance(blob, dict) and isinstance(blob.get(key), dict):
-            return blob[key]
-    if not isinstance(blob, dict):
-        raise ValueError("checkpoint is not a state dict")
-    return blob
-
-
 class CTCLogProbs(torch.nn.Module):
     """A CRNN's per-step log-probabilities (N, T, vocab+1): what the reader needs of it, and what
     `compile_reader` freezes into TorchScript."""
@@ -349,7 +340,7 @@ class PrintReader:
         meta = blob if isinstance(blob, dict) and "arch" in blob else {}
         self.arch = str(meta.get("arch", arch))
         self.vocab = vocab or str(meta.get("vocab") or default_vocab())
-        state = _state_dict(blob)
+        state = state_dict_of(blob)
         kwargs = dict(meta.get("model_kwargs") or {})
         if self.arch.startswith("crnn") and "decoder.weight_hh_l0" in state:
             kwargs["rnn_units"] = int(state["decoder.weight_hh_l0"].shape[1])  # any width a team trained

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from models.geometry import read_face
 from training.renders import SHARED, read_manifest, render_catalog
-from training.synth import BENCH_SEED_BASE, load_face, make_photo
+from training.synth import BENCH_SEED_BASE, make_photo
 
 REFERENCE = Path(__file__).with_name("reference.json")
 CARDS = 2
@@ -26,7 +27,7 @@ SEED = BENCH_SEED_BASE + 424_242
 def render_faces(out: Path) -> list[tuple[str, np.ndarray]]:
     """The first base1 faces rendered into `out`: (card id, RGB face)."""
     rendered = read_manifest(render_catalog(SHARED / "catalog", out, ["base1"], limit=CARDS, progress=False))
-    return [(cid, load_face(out / info["high"])) for cid, info in sorted(rendered.items())]
+    return [(cid, read_face(out / info["high"])) for cid, info in sorted(rendered.items())]
 
 
 def photos(faces: list[tuple[str, np.ndarray]]) -> list[np.ndarray]:

@@ -29,7 +29,8 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from models.embedder import build_net, prepare, read_face, to_tensor
+from models.embedder import build_net, prepare, to_tensor
+from models.geometry import read_face
 from serve_app.config import resolve_device
 from training.embedder.data import (
     EVAL_SEED_BASE,

@@ -18,7 +18,8 @@ from typing import Any
 import cv2
 import torch
 
-from models.ocr import WEIGHTS, Recognizer, _state_dict, build_model
+from models.checkpoints import state_dict_of
+from models.ocr import WEIGHTS, Recognizer, build_model
 from training.ocr.data import VOCAB, LineBatches, LineSampler, collate
 from training.ocr.train import DEFAULTS, VAL_SEED_BASE, line_samplers, validate
 from training.renders import DEFAULT_CACHE, SHARED
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     blob: dict[str, Any] = torch.load(args.weights, map_location="cpu", weights_only=True)
     vocab = blob.get("vocab", VOCAB)
     model = build_model(blob.get("arch", DEFAULTS["arch"]), vocab, **blob.get("model_kwargs", {}))
-    state = _state_dict(blob)
+    state = state_dict_of(blob)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
 
     sampler, val_sampler = line_samplers(args.faces, args.catalog, DEFAULTS["data"] | {"p_coded": 0.4})

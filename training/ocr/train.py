@@ -23,7 +23,8 @@ from rapidfuzz.distance import Levenshtein
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from models.ocr import WEIGHTS, _state_dict, build_model, crnn_features, crnn_logits, ctc_greedy
+from models.checkpoints import state_dict_of
+from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits, ctc_greedy
 from serve_app.config import resolve_device
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         start, trained_s = state["step"], state["trained_s"]
         print(f"resuming {run} at step {start}")
     elif cfg["init"]:
-        init = _state_dict(torch.load(Path(cfg["init"]), map_location="cpu", weights_only=True))
+        init = state_dict_of(torch.load(Path(cfg["init"]), map_location="cpu", weights_only=True))
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in init.items()})
         print(f"initialised from {cfg['init']}")
 
