@@ -17,9 +17,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from models.checkpoints import load_weights, read_weights
 from models.geometry import shrink
+from models.inference import InferenceModel
 from models.layers import conv_bn_relu
-from models.sessions import Backend, TorchSession, check_version, fold_batchnorm, open_session
+from models.sessions import Backend, Session, TorchSession, check_version, fold_batchnorm, open_session
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
 INPUT_W, INPUT_H = 96, 134  # keeps the face's 600:838 aspect; the art window is ~80x53 pixels here
@@ -95,8 +97,15 @@ class EmbedderGraph(nn.Module):
         return self.net(faces.permute(0, 3, 1, 2).contiguous())
 
 
-class CardEmbedder:
+class CardEmbedder(InferenceModel[np.ndarray, np.ndarray]):
     """Loads weights once and embeds faces in batches; `version` says which weights built an index."""
+
+    version: str
+    input_size: tuple[int, int]
+    dim: int
+    net: CardNet
+    graph: EmbedderGraph
+    session: Session
 
     def __init__(
         self,
@@ -104,35 +113,50 @@ class CardEmbedder:
         device: str = "cpu",
         batch_size: int = 64,
         backend: Backend | None = None,
+        *,
+        load: bool = True,
     ) -> None:
         """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
         either way: its hash is the version an index records and a Triton export must carry."""
-        path = Path(weights) if weights is not None else WEIGHTS
+        self.weights = Path(weights) if weights is not None else WEIGHTS
+        self.device = torch.device(device)
+        self.batch_size = batch_size
+        self.backend = backend or Backend()
+        super().__init__(load=load)
+
+    def _load(self) -> None:
+        path = self.weights
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: train with `python -m training.embedder.train`")
-        blob = path.read_bytes()
-        self.version = hashlib.sha256(blob).hexdigest()[:12]
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model_cfg = state["model"]
-        self.input_size: tuple[int, int] = tuple(model_cfg.get("input_size", (INPUT_W, INPUT_H)))
-        self.net = build_net(model_cfg)
-        self.net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
-        self.device = torch.device(device)
+        self.version = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        blob = read_weights(path)
+        model_cfg = blob["model"]
+        width, height = model_cfg.get("input_size", (INPUT_W, INPUT_H))
+        self.input_size = (int(width), int(height))
+        self.net = load_weights(build_net(model_cfg), blob)
         fold_batchnorm(self.net.to(self.device).eval())
-        self.dim: int = int(model_cfg.get("dim", 128))
-        self.batch_size = batch_size
+        self.dim = int(model_cfg.get("dim", 128))
         self.graph = EmbedderGraph(self.net)
         self.session = open_session(
-            backend or Backend(),
+            self.backend,
             "embedder",
             lambda: TorchSession(self.graph, (INPUT,), (OUTPUT,), self.device),
         )
         check_version(self.session, self.version)
 
+    def _warm_batch(self) -> list[np.ndarray]:
+        return [np.full((838, 600, 3), 200, np.uint8)]
+
+    def transform(self, item: np.ndarray) -> np.ndarray:
+        return prepare(item, self.input_size)
+
     def embed_batch(self, faces: list[np.ndarray]) -> np.ndarray:
         """RGB uint8 faces (any size, canonical orientation) -> (N, dim) float32 unit vectors."""
+        return self.predict_batch(faces)
+
+    def _predict_batch(self, faces: list[np.ndarray]) -> np.ndarray:
         out = np.zeros((len(faces), self.dim), np.float32)
         for start in range(0, len(faces), self.batch_size):
-            chunk = np.stack([prepare(f, self.input_size) for f in faces[start : start + self.batch_size]])
+            chunk = np.stack(faces[start : start + self.batch_size])
             out[start : start + len(chunk)] = self.session.run({INPUT: chunk})[OUTPUT]
         return out

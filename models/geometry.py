@@ -4,7 +4,8 @@ ingress import it without loading a network runtime.
 A photo's card is warped to the canonical 600x838 face (`rectify`), the canvas
 `../shared/tools/cardrender.py` draws; the detector leaves open which short side is the top, so callers
 also look at the face turned 180° (`half_turn`); the embedder sees the face shrunk to its input size
-(`shrink`).
+(`shrink`). Face files (renders, the image store) are read once, here (`read_face`), for serving and
+training alike.
 """
 
 from __future__ import annotations

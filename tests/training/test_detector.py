@@ -121,13 +121,13 @@ def test_settled_quads_skip_the_remaining_passes(faces: list[np.ndarray]) -> Non
     views = {"settle": 0, "every pass": 0}
 
     def counting(detector: CardDetector, key: str) -> CardDetector:
-        predict = detector._predict
+        predict = detector._infer_views
 
         def counted(batch: list[np.ndarray]) -> np.ndarray:
             views[key] += len(batch)
             return predict(batch)
 
-        detector._predict = counted  # type: ignore[method-assign]
+        detector._infer_views = counted  # type: ignore[method-assign]
         return detector
 
     settling = counting(CardDetector(), "settle")
