@@ -29,6 +29,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from models.checkpoints import atomic_save, fp16_state, load_weights, read_weights
 from models.embedder import build_net, prepare, to_tensor
 from models.geometry import read_face
 from serve_app.config import resolve_device
@@ -152,18 +153,11 @@ def save_curves(run: Path) -> None:
     plt.close(fig)
 
 
-def atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
-
-
 def export(net: torch.nn.Module, config: dict[str, Any], run: Path, summary: dict[str, Any]) -> Path:
     """fp16 weights + a manifest: what it was trained on, how, and how well; the service reads only these."""
     target = REPO / config["export"]["weights"]
     target.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v).cpu() for k, v in net.state_dict().items()}
-    atomic_save({"model": config["model"], "state_dict": state}, target)
+    atomic_save({"model": config["model"], "state_dict": fp16_state(net)}, target)
     from models.embedder import CardEmbedder
 
     version = CardEmbedder(target).version
@@ -191,8 +185,7 @@ def _worker_init(_: int) -> None:
 
 def _load_init(net: torch.nn.Module, path: Path, run: Path) -> None:
     """Start from exported weights (fp16 state_dict + manifest); the optimizer and schedule start over."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
+    load_weights(net, read_weights(path))
     manifest = json.loads(path.with_suffix(".json").read_text())
     facts = manifest.get("training", {})
     steps, minutes = facts.get("steps"), facts.get("wall_minutes")

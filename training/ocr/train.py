@@ -23,7 +23,7 @@ from rapidfuzz.distance import Levenshtein
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from models.checkpoints import state_dict_of
+from models.checkpoints import fp16_state, load_weights, read_weights
 from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits, ctc_greedy
 from serve_app.config import resolve_device
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
@@ -163,7 +163,7 @@ def export(cfg: dict[str, Any], model: torch.nn.Module, run: Path, summary: dict
     """fp16 state dict with arch, vocab and kwargs (what PrintReader needs), plus the JSON manifest."""
     path = Path(cfg["export"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v).cpu() for k, v in model.state_dict().items()}
+    state = fp16_state(model)
     blob = {
         "arch": cfg["arch"],
         "vocab": cfg["vocab"],
@@ -255,8 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         start, trained_s = state["step"], state["trained_s"]
         print(f"resuming {run} at step {start}")
     elif cfg["init"]:
-        init = state_dict_of(torch.load(Path(cfg["init"]), map_location="cpu", weights_only=True))
-        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in init.items()})
+        load_weights(model, read_weights(Path(cfg["init"])))
         print(f"initialised from {cfg['init']}")
 
     def save(step: int) -> None:
