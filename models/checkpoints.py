@@ -18,8 +18,9 @@ ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 def state_dict_of(blob: Any) -> dict[str, torch.Tensor]:
-    """A bare state dict, or one wrapped under a usual key (ours: `state_dict`)."""
-    for key in ("state_dict", "model", "model_state_dict"):
+    """A bare state dict, or one wrapped under a usual key (shipped weights: `state_dict`; a run's
+    checkpoint: `net`, or `model` for the reader's)."""
+    for key in ("state_dict", "model", "model_state_dict", "net"):
         if isinstance(blob, dict) and isinstance(blob.get(key), dict):
             return blob[key]
     if not isinstance(blob, dict):

@@ -21,7 +21,8 @@ from models.checkpoints import fp16_state
 from models.detector import WEIGHTS, DetectorConfig, build_net
 from training.detector.data import face_paths
 from training.detector.evaluate import main as evaluate_main
-from training.detector.train import REPO, git_sha
+from training.detector.train import REPO
+from training.runconfig import git_sha
 from training.synth import BENCH_SEED_BASE, TRAIN_SEED_LIMIT, VAL_SEED_BASE
 
 
