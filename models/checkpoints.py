@@ -8,6 +8,7 @@ tensors and the optimiser state. Loading always casts floating tensors to fp32 a
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +16,10 @@ import torch
 from torch import nn
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+def weights_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def state_dict_of(blob: Any) -> dict[str, torch.Tensor]:

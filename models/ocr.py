@@ -14,7 +14,6 @@ loading docTR; any other checkpoint goes through docTR.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -29,7 +28,7 @@ import numpy as np
 import torch
 from rapidfuzz.distance import Levenshtein
 
-from models.checkpoints import as_float32, read_weights, state_dict_of
+from models.checkpoints import as_float32, read_weights, state_dict_of, weights_sha256
 from models.inference import InferenceModel
 from models.sessions import fold_batchnorm
 
@@ -270,10 +269,6 @@ class CTCLogProbs(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return crnn_logits(self.model, x).float().log_softmax(-1)
-
-
-def weights_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def compile_reader(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
