@@ -19,7 +19,14 @@ ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 def weights_sha256(path: Path) -> str:
+    """The weights file's SHA-256: what a compiled reader (`ocr.ts`) records it was compiled from."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def weights_version(path: Path) -> str:
+    """The short version of a weights file (12 hex digits of its SHA-256): what an index records and a
+    Triton export carries, so neither is used with other weights."""
+    return weights_sha256(path)[:12]
 
 
 def state_dict_of(blob: Any) -> dict[str, torch.Tensor]:

@@ -11,7 +11,6 @@ Training lives in `training/detector/`; the shipped weights are `models/weights/
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.checkpoints import load_weights, read_weights
+from models.checkpoints import load_weights, read_weights, weights_version
 from models.geometry import CARD_ASPECT
 from models.inference import InferenceModel
 from models.layers import conv_bn_relu
-from models.sessions import Backend, Session, TorchSession, check_version, fold_batchnorm, open_session
+from models.sessions import Backend, Session, fold_batchnorm, open_graph
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
 PAD_VALUE = 114
@@ -428,16 +427,15 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
             net, self.cfg = self._training
             self.version = "training"
         else:
-            self.version = hashlib.sha256(self.weights.read_bytes()).hexdigest()[:12]
+            self.version = weights_version(self.weights)
             blob = read_weights(self.weights)
             self.cfg = DetectorConfig.from_dict(blob["config"])
             net = fold_batchnorm(load_weights(build_net(self.cfg), blob).eval())
         self.net = net.to(self.device).eval().to(memory_format=torch.channels_last)
         self.graph = DetectorGraph(self.net)
-        self.session = open_session(
-            self.backend, "detector", lambda: TorchSession(self.graph, (INPUT,), (OUTPUT,), self.device)
+        self.session = open_graph(
+            self.backend, "detector", self.graph, (INPUT, OUTPUT), self.device, self.version
         )
-        check_version(self.session, self.version)
 
     def _warm_batch(self) -> list[np.ndarray]:
         return [np.zeros((480, 360, 3), np.uint8)]

@@ -7,7 +7,6 @@ network is defined here, once, and imported by both training and serving, so the
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.checkpoints import load_weights, read_weights
+from models.checkpoints import load_weights, read_weights, weights_version
 from models.geometry import shrink
 from models.inference import InferenceModel
 from models.layers import conv_bn_relu
-from models.sessions import Backend, Session, TorchSession, check_version, fold_batchnorm, open_session
+from models.sessions import Backend, Session, fold_batchnorm, open_graph
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
 INPUT_W, INPUT_H = 96, 134  # keeps the face's 600:838 aspect; the art window is ~80x53 pixels here
@@ -128,7 +127,7 @@ class CardEmbedder(InferenceModel[np.ndarray, np.ndarray]):
         path = self.weights
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: train with `python -m training.embedder.train`")
-        self.version = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        self.version = weights_version(path)
         blob = read_weights(path)
         model_cfg = blob["model"]
         width, height = model_cfg.get("input_size", (INPUT_W, INPUT_H))
@@ -137,12 +136,9 @@ class CardEmbedder(InferenceModel[np.ndarray, np.ndarray]):
         fold_batchnorm(self.net.to(self.device).eval())
         self.dim = int(model_cfg.get("dim", 128))
         self.graph = EmbedderGraph(self.net)
-        self.session = open_session(
-            self.backend,
-            "embedder",
-            lambda: TorchSession(self.graph, (INPUT,), (OUTPUT,), self.device),
+        self.session = open_graph(
+            self.backend, "embedder", self.graph, (INPUT, OUTPUT), self.device, self.version
         )
-        check_version(self.session, self.version)
 
     def _warm_batch(self) -> list[np.ndarray]:
         return [np.full((838, 600, 3), 200, np.uint8)]
