@@ -11,7 +11,6 @@ Training lives in `training/detector/`; the shipped weights are `models/weights/
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.checkpoints import load_weights, read_weights, weights_version
 from models.geometry import CARD_ASPECT
-from models.sessions import Backend, Session, TorchSession, check_version, fold_batchnorm, open_session
+from models.inference import InferenceModel
+from models.layers import conv_bn_relu
+from models.sessions import Backend, Session, fold_batchnorm, open_graph
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
 PAD_VALUE = 114
@@ -70,12 +72,6 @@ class DetectorConfig:
 
 
 # -------------------------------------------------------------------------------------------- network
-def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
-    )
-
-
 class DetectorNet(nn.Module):
     """A small U-Net: five stride-2 stages down, four up; 3 logit maps at input resolution."""
 
@@ -86,11 +82,11 @@ class DetectorNet(nn.Module):
         self.down = nn.ModuleList()
         cin = 3
         for w in widths:
-            self.down.append(nn.Sequential(_conv(cin, w, 2), _conv(w, w)))
+            self.down.append(nn.Sequential(conv_bn_relu(cin, w, 2), conv_bn_relu(w, w)))
             cin = w
         self.up = nn.ModuleList()
         for skip, w in zip(reversed(widths[:-1]), decoder, strict=True):
-            self.up.append(_conv(cin + skip, w))
+            self.up.append(conv_bn_relu(cin + skip, w))
             cin = w
         self.head = nn.Conv2d(cin, 3, 1)
 
@@ -393,40 +389,59 @@ def orient(
 
 
 # ------------------------------------------------------------------------------------------ serving
-class CardDetector:
+class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
 
+    cfg: DetectorConfig
+    version: str
+    net: nn.Module
+    graph: DetectorGraph
+    session: Session
+
     def __init__(
-        self, weights: Path | None = None, device: str = "cpu", backend: Backend | None = None
+        self,
+        weights: Path | None = None,
+        device: str = "cpu",
+        backend: Backend | None = None,
+        *,
+        load: bool = True,
     ) -> None:
         """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
         either way, for the inference knobs and to check that a Triton model was exported from it."""
-        path = Path(weights) if weights is not None else WEIGHTS
-        self.version = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        self.cfg = DetectorConfig.from_dict(blob["config"])
-        net = build_net(self.cfg)
-        net.load_state_dict({k: v.float() for k, v in blob["state_dict"].items()})
-        self._setup(fold_batchnorm(net.eval()), device, backend or Backend())
+        self.weights = Path(weights) if weights is not None else WEIGHTS
+        self.device = torch.device(device)
+        self.backend = backend or Backend()
+        self._training: tuple[nn.Module, DetectorConfig] | None = None
+        super().__init__(load=load)
 
     @classmethod
     def from_net(cls, net: nn.Module, cfg: DetectorConfig, device: str = "cpu") -> CardDetector:
         """Wrap a network being trained (validation during training uses the serving path)."""
-        self = cls.__new__(cls)
-        self.cfg, self.version = cfg, "training"
-        self._setup(net, device, Backend())
+        self = cls(device=device, load=False)
+        self._training = (net, cfg)
+        self.load()
         return self
 
-    def _setup(self, net: nn.Module, device: str, backend: Backend) -> None:
-        self.device = torch.device(device)
+    def _load(self) -> None:
+        if self._training is not None:
+            net, self.cfg = self._training
+            self.version = "training"
+        else:
+            self.version = weights_version(self.weights)
+            blob = read_weights(self.weights)
+            self.cfg = DetectorConfig.from_dict(blob["config"])
+            net = fold_batchnorm(load_weights(build_net(self.cfg), blob).eval())
         self.net = net.to(self.device).eval().to(memory_format=torch.channels_last)
         self.graph = DetectorGraph(self.net)
-        self.session: Session = open_session(
-            backend, "detector", lambda: TorchSession(self.graph, (INPUT,), (OUTPUT,), self.device)
+        self.session = open_graph(
+            self.backend, "detector", self.graph, (INPUT, OUTPUT), self.device, self.version
         )
-        check_version(self.session, self.version)
 
-    def _predict(self, views: list[np.ndarray]) -> np.ndarray:
+    def _warm_batch(self) -> list[np.ndarray]:
+        return [np.zeros((480, 360, 3), np.uint8)]
+
+    def _infer_views(self, views: list[np.ndarray]) -> np.ndarray:
+        """The network on same-size uint8 views: card and band probabilities (N, 3, H, W)."""
         x = np.stack(views)
         out = self.session.run({INPUT: x})[OUTPUT]
         if self.cfg.tta:  # a mirrored card keeps its top on top: the maps just flip back
@@ -436,6 +451,9 @@ class CardDetector:
 
     def locate_batch(self, images: list[np.ndarray]) -> list[np.ndarray | None]:
         """Corners for each RGB photo: long side vertical; the top may be off by 180 degrees."""
+        return self.predict_batch(images)
+
+    def _predict_batch(self, images: list[np.ndarray]) -> list[np.ndarray | None]:
         cfg = self.cfg
         if not images:
             return []
@@ -463,7 +481,7 @@ class CardDetector:
         cfg = self.cfg
         views, mats = zip(*(letterbox(img, cfg.input_size) for img in images), strict=True)
         out = []
-        for p, m in zip(self._predict(list(views)), mats, strict=True):
+        for p, m in zip(self._infer_views(list(views)), mats, strict=True):
             back = np.linalg.inv(m)
             quads: list[np.ndarray] = []
             for t in (cfg.threshold, cfg.extra_threshold):
@@ -485,7 +503,7 @@ class CardDetector:
             return []
         cfg = self.cfg
         zoomed = [zoom_view(images[i], q, cfg.input_size, cfg.zoom_fill) for i, q in items]
-        probs = self._predict([v for v, _ in zoomed])
+        probs = self._infer_views([v for v, _ in zoomed])
         return [(i, self._accept(p, m)) for (i, _), p, (_, m) in zip(items, probs, zoomed, strict=True)]
 
     def _accept(self, p: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, float] | None:

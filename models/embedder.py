@@ -7,19 +7,20 @@ network is defined here, once, and imported by both training and serving, so the
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from models.checkpoints import load_weights, read_weights, weights_version
 from models.geometry import shrink
-from models.sessions import Backend, TorchSession, check_version, fold_batchnorm, open_session
+from models.inference import InferenceModel
+from models.layers import conv_bn_relu
+from models.sessions import Backend, Session, fold_batchnorm, open_graph
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
 INPUT_W, INPUT_H = 96, 134  # keeps the face's 600:838 aspect; the art window is ~80x53 pixels here
@@ -32,18 +33,12 @@ def prepare(face: np.ndarray, size: tuple[int, int] = (INPUT_W, INPUT_H)) -> np.
     return shrink(face, size)
 
 
-def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
-    )
-
-
 class Block(nn.Module):
     """Downsampling residual pair: plain 3x3 convs are the fastest thing oneDNN runs on one CPU thread."""
 
     def __init__(self, cin: int, cout: int) -> None:
         super().__init__()
-        self.down = _conv(cin, cout, 2)
+        self.down = conv_bn_relu(cin, cout, 2)
         self.conv = nn.Sequential(nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -62,7 +57,7 @@ class CardNet(nn.Module):
         self, dim: int = 128, widths: tuple[int, ...] = (16, 32, 64, 128, 192), grid: tuple[int, int] = (4, 3)
     ):
         super().__init__()
-        self.stem = _conv(3, widths[0], 2)
+        self.stem = conv_bn_relu(3, widths[0], 2)
         self.stages = nn.Sequential(*[Block(a, b) for a, b in itertools.pairwise(widths)])
         self.grid = grid
         self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(widths[-1] * grid[0] * grid[1], dim))
@@ -101,8 +96,15 @@ class EmbedderGraph(nn.Module):
         return self.net(faces.permute(0, 3, 1, 2).contiguous())
 
 
-class CardEmbedder:
+class CardEmbedder(InferenceModel[np.ndarray, np.ndarray]):
     """Loads weights once and embeds faces in batches; `version` says which weights built an index."""
+
+    version: str
+    input_size: tuple[int, int]
+    dim: int
+    net: CardNet
+    graph: EmbedderGraph
+    session: Session
 
     def __init__(
         self,
@@ -110,43 +112,47 @@ class CardEmbedder:
         device: str = "cpu",
         batch_size: int = 64,
         backend: Backend | None = None,
+        *,
+        load: bool = True,
     ) -> None:
         """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
         either way: its hash is the version an index records and a Triton export must carry."""
-        path = Path(weights) if weights is not None else WEIGHTS
+        self.weights = Path(weights) if weights is not None else WEIGHTS
+        self.device = torch.device(device)
+        self.batch_size = batch_size
+        self.backend = backend or Backend()
+        super().__init__(load=load)
+
+    def _load(self) -> None:
+        path = self.weights
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: train with `python -m training.embedder.train`")
-        blob = path.read_bytes()
-        self.version = hashlib.sha256(blob).hexdigest()[:12]
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model_cfg = state["model"]
-        self.input_size: tuple[int, int] = tuple(model_cfg.get("input_size", (INPUT_W, INPUT_H)))
-        self.net = build_net(model_cfg)
-        self.net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
-        self.device = torch.device(device)
+        self.version = weights_version(path)
+        blob = read_weights(path)
+        model_cfg = blob["model"]
+        width, height = model_cfg.get("input_size", (INPUT_W, INPUT_H))
+        self.input_size = (int(width), int(height))
+        self.net = load_weights(build_net(model_cfg), blob)
         fold_batchnorm(self.net.to(self.device).eval())
-        self.dim: int = int(model_cfg.get("dim", 128))
-        self.batch_size = batch_size
+        self.dim = int(model_cfg.get("dim", 128))
         self.graph = EmbedderGraph(self.net)
-        self.session = open_session(
-            backend or Backend(),
-            "embedder",
-            lambda: TorchSession(self.graph, (INPUT,), (OUTPUT,), self.device),
+        self.session = open_graph(
+            self.backend, "embedder", self.graph, (INPUT, OUTPUT), self.device, self.version
         )
-        check_version(self.session, self.version)
+
+    def _warm_batch(self) -> list[np.ndarray]:
+        return [np.full((838, 600, 3), 200, np.uint8)]
+
+    def transform(self, item: np.ndarray) -> np.ndarray:
+        return prepare(item, self.input_size)
 
     def embed_batch(self, faces: list[np.ndarray]) -> np.ndarray:
         """RGB uint8 faces (any size, canonical orientation) -> (N, dim) float32 unit vectors."""
+        return self.predict_batch(faces)
+
+    def _predict_batch(self, faces: list[np.ndarray]) -> np.ndarray:
         out = np.zeros((len(faces), self.dim), np.float32)
         for start in range(0, len(faces), self.batch_size):
-            chunk = np.stack([prepare(f, self.input_size) for f in faces[start : start + self.batch_size]])
+            chunk = np.stack(faces[start : start + self.batch_size])
             out[start : start + len(chunk)] = self.session.run({INPUT: chunk})[OUTPUT]
         return out
-
-
-def read_face(path: Path) -> np.ndarray:
-    """A face file as RGB uint8 (OpenCV reads BGR)."""
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
-        raise FileNotFoundError(f"cannot read image {path}")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

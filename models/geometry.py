@@ -4,10 +4,13 @@ ingress import it without loading a network runtime.
 A photo's card is warped to the canonical 600x838 face (`rectify`), the canvas
 `../shared/tools/cardrender.py` draws; the detector leaves open which short side is the top, so callers
 also look at the face turned 180° (`half_turn`); the embedder sees the face shrunk to its input size
-(`shrink`).
+(`shrink`). Face files (renders, the image store) are read once, here (`read_face`), for serving and
+training alike.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -47,3 +50,11 @@ def shrink(face: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         return np.ascontiguousarray(face, dtype=np.uint8)
     interp = cv2.INTER_AREA if face.shape[1] > size[0] else cv2.INTER_LINEAR
     return cv2.resize(face, size, interpolation=interp)
+
+
+def read_face(path: Path) -> np.ndarray:
+    """A face file as RGB uint8 (OpenCV reads BGR)."""
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise FileNotFoundError(f"cannot read image {path}")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -24,7 +23,9 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from models.embedder import CardEmbedder, read_face
+from models.embedder import CardEmbedder
+from models.files import swap_dir
+from models.geometry import read_face
 
 log = logging.getLogger(__name__)
 
@@ -181,11 +182,7 @@ class CardIndex:
             "faiss": faiss.__version__,
         }
         (tmp / "meta.json").write_text(json.dumps(meta))
-        old = directory.parent / f".{directory.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-        if directory.exists():
-            directory.rename(old)
-        tmp.rename(directory)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_dir(tmp, directory)
 
     @classmethod
     def load(cls, directory: Path) -> CardIndex:

@@ -14,7 +14,6 @@ loading docTR; any other checkpoint goes through docTR.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -29,6 +28,8 @@ import numpy as np
 import torch
 from rapidfuzz.distance import Levenshtein
 
+from models.checkpoints import as_float32, read_weights, state_dict_of, weights_sha256
+from models.inference import InferenceModel
 from models.sessions import fold_batchnorm
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "ocr.pt"
@@ -258,16 +259,6 @@ def parse_footer(text: str, confs: list[float]) -> tuple[tuple[str | None, float
     return (code_val, code[1]), (num_val, number[1])
 
 
-def _state_dict(blob: Any) -> dict[str, torch.Tensor]:
-    """A bare state dict, or one wrapped under a usual key (ours: `state_dict`)."""
-    for key in ("state_dict", "model", "model_state_dict"):
-        if isinstance(blob, dict) and isinstance(blob.get(key), dict):
-            return blob[key]
-    if not isinstance(blob, dict):
-        raise ValueError("checkpoint is not a state dict")
-    return blob
-
-
 class CTCLogProbs(torch.nn.Module):
     """A CRNN's per-step log-probabilities (N, T, vocab+1): what the reader needs of it, and what
     `compile_reader` freezes into TorchScript."""
@@ -278,10 +269,6 @@ class CTCLogProbs(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return crnn_logits(self.model, x).float().log_softmax(-1)
-
-
-def weights_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def compile_reader(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
@@ -320,8 +307,16 @@ def _load_compiled(path: Path, weights: Path, device: str) -> tuple[Any, dict[st
     return module, meta
 
 
-class PrintReader:
-    """Reads batches of rectified faces; weights load once at construction (so callers can warm it)."""
+class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
+    """Reads batches of rectified faces; weights load once, at construction unless `load=False`."""
+
+    model: Recognizer
+    arch: str
+    vocab: str
+    is_ctc: bool
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    _log_probs: Any
 
     def __init__(
         self,
@@ -331,25 +326,32 @@ class PrintReader:
         arch: str = "crnn_mobilenet_v3_small",
         vocab: str | None = None,
         compiled: Path | None = COMPILED,
+        *,
+        load: bool = True,
     ) -> None:
         """`compiled`: a TorchScript file from `compile_reader`, used instead of building the docTR model
         when it was compiled from these very weights (never for a `checkpoint` or another `vocab`)."""
         self.device = torch.device(device)
-        source = Path(weights or WEIGHTS)
+        self.weights, self.checkpoint, self.compiled = Path(weights or WEIGHTS), checkpoint, compiled
+        self._arch, self._vocab = arch, vocab
+        super().__init__(load=load)
+
+    def _load(self) -> None:
+        source, checkpoint, vocab = self.weights, self.checkpoint, self._vocab
         found = None
-        if compiled is not None and checkpoint is None and vocab is None:
-            found = _load_compiled(Path(compiled), source, device)
+        if self.compiled is not None and checkpoint is None and vocab is None:
+            found = _load_compiled(Path(self.compiled), source, str(self.device))
         if found is not None:
             self._log_probs, meta = found
-            self.model: Recognizer = None
+            self.model = None
             self.arch, self.vocab, self.is_ctc = str(meta["arch"]), str(meta["vocab"]), True
             self.mean, self.std = tuple(meta["mean"]), tuple(meta["std"])
             return
-        blob = torch.load(checkpoint or source, map_location="cpu", weights_only=True)
+        blob = read_weights(checkpoint or source)
         meta = blob if isinstance(blob, dict) and "arch" in blob else {}
-        self.arch = str(meta.get("arch", arch))
+        self.arch = str(meta.get("arch", self._arch))
         self.vocab = vocab or str(meta.get("vocab") or default_vocab())
-        state = _state_dict(blob)
+        state = state_dict_of(blob)
         kwargs = dict(meta.get("model_kwargs") or {})
         if self.arch.startswith("crnn") and "decoder.weight_hh_l0" in state:
             kwargs["rnn_units"] = int(state["decoder.weight_hh_l0"].shape[1])  # any width a team trained
@@ -358,7 +360,7 @@ class PrintReader:
                 f"checkpoint has {state['linear.weight'].shape[0] - 1} classes, vocab {len(self.vocab)}"
             )
         self.model = build_model(self.arch, self.vocab, **kwargs)
-        self.model.load_state_dict({k: v.float() for k, v in state.items()})
+        self.model.load_state_dict(as_float32(state))
         fold_batchnorm(self.model.to(self.device).eval())
         self.mean, self.std = self.model.cfg["mean"], self.model.cfg["std"]
         self.is_ctc = self.arch.startswith("crnn")
@@ -382,13 +384,23 @@ class PrintReader:
             preds = self.model(x)["preds"]
         return [(text, [float(conf)] * len(text)) for text, conf in preds], None
 
+    def _warm_batch(self) -> list[np.ndarray]:
+        return [np.full((838, 600, 3), 200, np.uint8)]
+
+    def transform(self, item: np.ndarray) -> np.ndarray:
+        return to_canvas(item)
+
     def read_batch(
         self, faces: list[np.ndarray], footers: Sequence[Sequence[str]] | None = None
     ) -> list[PrintRead]:
         """RGB uint8 faces (canonical 600x838, or any size of that aspect) -> what each prints.
 
         `footers`, one list per face: candidate footer lines to score (`PrintRead.footer_scores`)."""
-        faces = [to_canvas(face) for face in faces]
+        return self.predict_batch(faces, footers=footers)
+
+    def _predict_batch(
+        self, faces: list[np.ndarray], footers: Sequence[Sequence[str]] | None = None
+    ) -> list[PrintRead]:
         best: dict[str, list[tuple[str, list[float]]]] = {}
         scores: list[dict[str, float]] = [{} for _ in faces]
         for region in REGIONS:

@@ -139,6 +139,16 @@ def open_session(backend: Backend, name: str, torch_session: Callable[[], TorchS
             raise ValueError(f"unknown inference backend {other!r} (expected 'torch' or 'triton')")
 
 
+def open_graph(
+    backend: Backend, name: str, graph: nn.Module, tensors: tuple[str, str], device: Any, version: str
+) -> Session:
+    """A one-input, one-output graph (`tensors`: its input and output names) on `backend`, refusing a
+    Triton model exported from other weights than `version`."""
+    session = open_session(backend, name, lambda: TorchSession(graph, tensors[:1], tensors[1:], device))
+    check_version(session, version)
+    return session
+
+
 def check_version(session: Session, version: str) -> None:
     """Refuse a Triton model exported from other weights than the local file (whose config and, for the
     embedder, whose index assume them). Repositories that do not record it (pytriton's) are trusted."""

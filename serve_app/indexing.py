@@ -19,6 +19,7 @@ from sqlalchemy import Engine, select
 from catalog_api.images import ImageStore
 from catalog_api.models import Card, Expansion
 from catalog_api.settings import Settings
+from models.files import swap_dir
 
 
 def print_records(engine: Engine, card_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -66,15 +67,6 @@ def faces(settings: Settings, records: list[dict[str, Any]]) -> list[tuple[str, 
     return found
 
 
-def _swap_in(built: Path, live: Path) -> None:
-    old = live.with_name(live.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if live.exists():
-        live.rename(old)
-    built.rename(live)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def build_index(
     settings: Settings, engine: Engine, weights: Path | None = None, progress: bool = True
 ) -> int:
@@ -90,7 +82,7 @@ def build_index(
     shutil.rmtree(staged, ignore_errors=True)
     index.save(staged)
     _write_table(staged, records)
-    _swap_in(staged, settings.index_dir)
+    swap_dir(staged, settings.index_dir)
     shutil.rmtree(checkpoints, ignore_errors=True)
     return len(index.card_ids)
 
@@ -112,7 +104,7 @@ def refresh_index(
     shutil.rmtree(staged, ignore_errors=True)
     index.save(staged)
     _write_table(staged, print_records(engine))
-    _swap_in(staged, settings.index_dir)
+    swap_dir(staged, settings.index_dir)
     return count
 
 

@@ -25,6 +25,8 @@ from typing import Literal
 import cv2
 import numpy as np
 
+from models.geometry import read_face
+
 Difficulty = Literal["standard", "hard"]
 
 TRAIN_SEED_LIMIT = 1_000_000
@@ -598,13 +600,6 @@ def draw_corners(
     return out
 
 
-def load_face(path: Path) -> np.ndarray:
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise FileNotFoundError(path)
-    return bgr[..., ::-1].copy()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write preview synthetic photos with their corners drawn")
     parser.add_argument("--faces", type=Path, required=True, help="a render folder: <card id>/high.jpg")
@@ -621,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.count):
         seed = args.seed_base + i
         path = faces[(seed * 7919) % len(faces)]
-        photo = make_photo(load_face(path), seed, args.difficulty, path.parent.name)
+        photo = make_photo(read_face(path), seed, args.difficulty, path.parent.name)
         name = args.out / f"{args.difficulty}-{seed}.jpg"
         cv2.imwrite(str(name), draw_corners(photo.image, photo.corners)[..., ::-1])
     for i in range(args.nocard):

@@ -13,10 +13,11 @@ import pytest
 from PIL import Image
 
 from models.detector import WEIGHTS, CardDetector
+from models.geometry import read_face
 from serve_app.decoding import DRAFT_MIN_SIDE, WORK_MAX_SIDE, dct_reduction, decode_image, decode_photo
 from training.detector.evaluate import corner_error_pct
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
-from training.synth import load_face, make_photo
+from training.synth import make_photo
 
 SEED = 21_000_000  # validation seeds: neither training's nor the benchmarks'
 # Photo sizes the scanner meets: ~0.5 MP, ~2 MP and ~12 MP phone photos (synth composes 960x1280 at 1.0).
@@ -41,7 +42,7 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
         out = tmp_path_factory.mktemp("renders")
         rendered = read_manifest(render_catalog(SHARED / "catalog", out, ["base1"], limit=2, progress=False))
         paths = [out / info["high"] for info in rendered.values()]
-    return [load_face(Path(p)) for p in paths]
+    return [read_face(Path(p)) for p in paths]
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,11 @@ import pytest
 
 from models import detector as det
 from models import embedder as emb
-from models.geometry import rectify
+from models.geometry import read_face, rectify
 from models.sessions import Backend, TritonSession
 from tests.harness import REPO
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
-from training.synth import BENCH_SEED_BASE, load_face, make_photo
+from training.synth import BENCH_SEED_BASE, make_photo
 
 TRITON_PYTHON = REPO / ".venv-triton" / "bin" / "python"
 TRITON_READY = REPO / ".venv-triton" / ".ready"  # written by setup_env.sh once the env imports cleanly
@@ -112,7 +112,7 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
         out = tmp_path_factory.mktemp("renders")
         rendered = render_catalog(SHARED / "catalog", out, ["base1"], limit=N_FACES, progress=False)
         paths = [out / info["high"] for info in read_manifest(rendered).values()]
-    return [load_face(Path(p)) for p in paths]
+    return [read_face(Path(p)) for p in paths]
 
 
 @pytest.fixture(scope="module")

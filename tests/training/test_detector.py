@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from models.detector import WEIGHTS, CardDetector
-from models.geometry import rectify
+from models.geometry import read_face, rectify
 from training.detector.evaluate import corner_error_pct
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
-from training.synth import BENCH_SEED_BASE, load_face, make_nocard_photo, make_photo
+from training.synth import BENCH_SEED_BASE, make_nocard_photo, make_photo
 
 N_FACES = 6
 N_PHOTOS = 30
@@ -52,7 +52,7 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
             render_catalog(SHARED / "catalog", out, ["base1"], limit=N_FACES, progress=False)
         )
         paths = [out / info["high"] for info in rendered.values()]
-    return [load_face(Path(p)) for p in paths]
+    return [read_face(Path(p)) for p in paths]
 
 
 @pytest.fixture(scope="module")
@@ -121,13 +121,13 @@ def test_settled_quads_skip_the_remaining_passes(faces: list[np.ndarray]) -> Non
     views = {"settle": 0, "every pass": 0}
 
     def counting(detector: CardDetector, key: str) -> CardDetector:
-        predict = detector._predict
+        predict = detector._infer_views
 
         def counted(batch: list[np.ndarray]) -> np.ndarray:
             views[key] += len(batch)
             return predict(batch)
 
-        detector._predict = counted  # type: ignore[method-assign]
+        detector._infer_views = counted  # type: ignore[method-assign]
         return detector
 
     settling = counting(CardDetector(), "settle")

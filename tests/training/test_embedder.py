@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.embedder import WEIGHTS, CardEmbedder, read_face
+from models.embedder import WEIGHTS, CardEmbedder
+from models.geometry import read_face
 from models.index import CardIndex
 from training.embedder.data import EVAL_SEED_BASE, degrade, photo_view
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog

@@ -17,10 +17,11 @@ from doctr.datasets import VOCABS
 from rapidfuzz import fuzz
 
 from catalog_api.feed import feed_path, read_jsonl
+from models.geometry import read_face
 from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model, vote
 from serve_app.fusion import Thresholds, snap_code
 from tests.harness import SHARED_CATALOG, require_shared
-from training.ocr.data import CardText, catalog_texts, read_face
+from training.ocr.data import CardText, catalog_texts
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 EXPANSIONS = ("swsh10tg", "base1")

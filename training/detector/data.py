@@ -19,8 +19,9 @@ import torch
 from torch.utils.data import IterableDataset
 
 from models.detector import BAND_DEPTH, letterbox, zoom_view
+from models.geometry import read_face
 from training.renders import read_manifest
-from training.synth import TRAIN_SEED_LIMIT, load_face, make_nocard_photo, make_photo
+from training.synth import TRAIN_SEED_LIMIT, make_nocard_photo, make_photo
 
 SUPERSAMPLE = 4
 
@@ -135,7 +136,7 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
         difficulty: Literal["standard", "hard"] = "hard" if rng.random() < cfg["p_hard"] else "standard"
         touching = int(rng.integers(1, 3)) if rng.random() < cfg.get("p_touching", 0.0) else 0
         photo = make_photo(
-            load_face(path), seed, difficulty, path.parent.name, scale=scale, touching=touching
+            read_face(path), seed, difficulty, path.parent.name, scale=scale, touching=touching
         )
     view, m = letterbox(photo.image, size)
     gt = None if photo.corners is None else _apply(m, photo.corners)

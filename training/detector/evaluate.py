@@ -22,7 +22,8 @@ import torch
 import yaml
 
 from models.detector import CardDetector
-from training.synth import BENCH_SEED_BASE, Photo, load_face, make_nocard_photo, make_photo
+from models.geometry import read_face
+from training.synth import BENCH_SEED_BASE, Photo, make_nocard_photo, make_photo
 
 DEFAULT_MANIFEST = Path("~/.cache/cardcat/renders/catalog/manifest.jsonl")
 GOOD_PCT = 5.0
@@ -42,7 +43,7 @@ def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> lis
     out = []
     for seed in range(seed_base, seed_base + count):
         path = faces[seed % len(faces)]
-        out.append(make_photo(load_face(path), seed, kind, path.parent.name))  # type: ignore[arg-type]
+        out.append(make_photo(read_face(path), seed, kind, path.parent.name))  # type: ignore[arg-type]
     return out
 
 

@@ -17,10 +17,12 @@ from typing import Any
 import torch
 import yaml
 
+from models.checkpoints import fp16_state
 from models.detector import WEIGHTS, DetectorConfig, build_net
 from training.detector.data import face_paths
 from training.detector.evaluate import main as evaluate_main
-from training.detector.train import REPO, git_sha
+from training.detector.train import REPO
+from training.runconfig import git_sha
 from training.synth import BENCH_SEED_BASE, TRAIN_SEED_LIMIT, VAL_SEED_BASE
 
 
@@ -31,7 +33,7 @@ def export(run: Path, out: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     model_cfg = DetectorConfig.from_dict({**cfg["model"], **overrides})
     net = build_net(model_cfg)
     net.load_state_dict(state["net"])
-    half = {k: (v.half() if v.is_floating_point() else v) for k, v in net.state_dict().items()}
+    half = fp16_state(net)
     cfg_dict = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model_cfg.__dict__.items()}
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"config": cfg_dict, "state_dict": half}, out)

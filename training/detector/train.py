@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import time
 from pathlib import Path
@@ -22,16 +21,17 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-import yaml
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from models.detector import CardDetector, DetectorConfig, build_net
 from serve_app.config import resolve_device
+from training.curves import Panel, Series
 from training.detector.data import PhotoBatches, face_paths, fixed_batch
 from training.detector.evaluate import make_photos, score
-from training.runconfig import git_sha, resolve_config
+from training.run import Run, manifest_of, warmup_cosine
+from training.runconfig import resolve_config
 from training.synth import VAL_SEED_BASE, Photo
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,34 +87,20 @@ def detector_loss(logits: torch.Tensor, target: torch.Tensor, cfg: dict[str, Any
     return mask_bce + cfg["dice_weight"] * dice[0] + cfg["band_weight"] * band
 
 
-def plot_curves(metrics: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    train = [m for m in metrics if "loss" in m]
-    val = [m for m in metrics if "val_loss" in m]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    if train:
-        steps, loss = [m["step"] for m in train], np.array([m["loss"] for m in train])
-        k = max(1, len(loss) // 30)
-        axes[0].plot(steps, loss, alpha=0.3, label="train")
-        axes[0].plot(steps[k - 1 :], np.convolve(loss, np.ones(k) / k, "valid"), label="train (smoothed)")
-    if val:
-        vs = [m["step"] for m in val]
-        axes[0].plot(vs, [m["val_loss"] for m in val], "o-", label="val")
-        for key in ("standard", "hard"):
-            axes[1].plot(vs, [m[f"{key}_err_pct"] for m in val], "o-", label=f"{key} mean corner err %")
-            axes[2].plot(vs, [m[f"{key}_found"] for m in val], "o-", label=f"{key} found")
-        axes[2].plot(vs, [m["nocard_false"] for m in val], "o-", label="no-card false detections")
-    for ax, title in zip(axes, ("loss", "corner error (% card height)", "rates"), strict=True):
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+CURVES = (
+    Panel("loss", (Series("loss", "train", smooth=True), Series("val_loss", "val", "o-"))),
+    Panel(
+        "corner error (% card height)",
+        tuple(Series(f"{k}_err_pct", f"{k} mean corner err %", "o-") for k in ("standard", "hard")),
+    ),
+    Panel(
+        "rates",
+        (
+            *(Series(f"{k}_found", f"{k} found", "o-") for k in ("standard", "hard")),
+            Series("nocard_false", "no-card false detections", "o-"),
+        ),
+    ),
+)
 
 
 def validate(
@@ -169,39 +155,31 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_threads() if device.type == "cpu" else 0
     cv2.setNumThreads(1)
     torch.manual_seed(0)
-    run = REPO / "runs" / "detector" / cfg["name"]
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    (run / "git_sha.txt").write_text(git_sha() + "\n")
+    run = Run.start(REPO / "runs" / "detector" / cfg["name"], cfg)
     data_cfg = {**cfg["data"], **cfg["model"]}
     manifest = Path(cfg["data"]["manifest"]).expanduser()
     faces, held = face_paths(manifest), face_paths(manifest, holdout=True)
-    print(f"{len(faces)} training faces, {len(held)} held out; run dir {run}")
+    print(f"{len(faces)} training faces, {len(held)} held out; run dir {run.directory}")
 
     net = build_net(DetectorConfig.from_dict(cfg["model"])).to(device).to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
     step, elapsed = 0, 0.0
-    ckpt = run / "last.pt"
-    if ckpt.exists() and not args.fresh:
-        state = torch.load(ckpt, map_location=device, weights_only=False)
+    state = run.resume(args.fresh, map_location=device)
+    if state is not None:
         net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         step, elapsed = state["step"], state["elapsed"]
         print(f"resumed at step {step} ({elapsed / 60:.1f} min in)")
     else:
-        if (run / "metrics.jsonl").exists():
-            (run / "metrics.jsonl").unlink()
+        run.clear_metrics()
         if args.init:
-            state = torch.load(args.init, map_location=device, weights_only=False)
+            state = run.start_from(net, args.init, opt, map_location=device)
             if "opt" in state:  # a run's checkpoint: weights and optimizer state
-                net.load_state_dict(state["net"])
-                opt.load_state_dict(state["opt"])
                 done = (state["step"], state["elapsed"] / 60)
             else:  # exported weights (models/weights/detector.pt); their manifest says how they were made
-                net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
-                facts = json.loads(args.init.with_suffix(".json").read_text())["training"]
+                facts = manifest_of(args.init)["training"]
                 done = facts.get("total_steps", facts["steps"]), facts.get("total_minutes", facts["minutes"])
-            (run / "init.txt").write_text(f"{args.init} (step {done[0]}, {done[1]:.1f} min)\n")
+            run.note_init(f"{args.init} (step {done[0]}, {done[1]:.1f} min)")
             print(f"initialised from {args.init} (its step {done[0]}); schedule starts over")
 
     val_batch = fixed_batch(range(VAL_SEED_BASE, VAL_SEED_BASE + 8), held, data_cfg)
@@ -220,27 +198,20 @@ def main(argv: list[str] | None = None) -> int:
         pin_memory=device.type == "cuda",
     )
     budget = tc["budget_minutes"] * 60
-    metrics_path = run / "metrics.jsonl"
 
     def progress() -> float:
         return max(step / tc["steps"], elapsed / budget)
 
     def save() -> None:
-        torch.save(
+        run.save(
             {
                 "net": net.state_dict(),
                 "opt": opt.state_dict(),
                 "step": step,
                 "elapsed": elapsed,
                 "config": cfg,
-            },
-            run / "last.tmp",
+            }
         )
-        (run / "last.tmp").replace(ckpt)
-
-    def log(entry: dict[str, Any]) -> None:
-        with metrics_path.open("a") as fh:
-            fh.write(json.dumps(entry) + "\n")
 
     net.train()
     bar = tqdm(total=100, desc="train", unit="%", initial=int(100 * progress()))
@@ -249,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         if progress() >= 1:
             break
         p = progress()
-        lr = tc["lr"] * min(1.0, (step + 1) / tc["warmup_steps"]) * 0.5 * (1 + math.cos(math.pi * p))
+        lr = warmup_cosine(tc["lr"], step, tc["warmup_steps"], p)
         for group in opt.param_groups:
             group["lr"] = lr
         views, target = views.to(device, non_blocking=True), target.to(device, non_blocking=True)
@@ -262,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.time() - t0
         running.append(loss.item())
         if step % tc["log_every"] == 0:
-            log(
+            run.log(
                 {
                     "step": step,
                     "loss": round(float(np.mean(running)), 4),
@@ -277,15 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         bar.refresh()
         if step % tc["val_every"] == 0:
             entry = {"step": step, "min": round(elapsed / 60, 2), **validate(net, cfg, val_batch, val_photos)}
-            log(entry)
+            run.log(entry)
             tqdm.write(json.dumps(entry))
         if step % tc["ckpt_every"] == 0:
             if device.type == "cpu":
                 threads = set_threads(threads)
             save()
-            plot_curves(
-                [json.loads(line) for line in metrics_path.read_text().splitlines()], run / "curves.png"
-            )
+            run.plot(CURVES)
     bar.close()
     entry = {
         "step": step,
@@ -293,13 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         "final": True,
         **validate(net, cfg, val_batch, val_photos),
     }
-    log(entry)
+    run.log(entry)
     print(json.dumps(entry))
     save()
-    plot_curves([json.loads(line) for line in metrics_path.read_text().splitlines()], run / "curves.png")
+    run.plot(CURVES)
     print(
         f"done: {step} steps in {elapsed / 60:.1f} min; export with "
-        f"python -m training.detector.export --run {run.relative_to(REPO)}"
+        f"python -m training.detector.export --run {run.directory.relative_to(REPO)}"
     )
     return 0
 

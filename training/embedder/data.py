@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from models.embedder import INPUT_H, INPUT_W, prepare, read_face, to_tensor
-from models.geometry import rectify
+from models.embedder import INPUT_H, INPUT_W, prepare, to_tensor
+from models.geometry import read_face, rectify
 from training.renders import read_manifest
 from training.synth import make_photo
 

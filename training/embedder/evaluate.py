@@ -21,8 +21,8 @@ import cv2
 import numpy as np
 import torch
 
-from models.embedder import CardEmbedder, read_face
-from models.geometry import half_turn
+from models.embedder import CardEmbedder
+from models.geometry import half_turn, read_face
 from models.index import CardIndex
 from training.embedder.data import EVAL_SEED_BASE, Card, degrade, load_cards, split_cards
 

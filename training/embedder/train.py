@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -24,13 +23,15 @@ from typing import Any
 
 import cv2
 import torch
-import yaml
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from models.embedder import build_net, prepare, read_face, to_tensor
+from models.checkpoints import atomic_save, fp16_state
+from models.embedder import build_net, prepare, to_tensor
+from models.geometry import read_face
 from serve_app.config import resolve_device
+from training.curves import Panel, Series
 from training.embedder.data import (
     EVAL_SEED_BASE,
     HardBatchSampler,
@@ -42,6 +43,7 @@ from training.embedder.data import (
     load_cards,
     split_cards,
 )
+from training.run import Run, manifest_of, warmup_cosine
 from training.runconfig import git_sha, resolve_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,39 +132,21 @@ def validate(net: torch.nn.Module, val: tuple[torch.Tensor, torch.Tensor, torch.
     return {"val_top1": float(hit[:, 0].float().mean()), "val_top5": float(hit.any(1).float().mean())}
 
 
-def save_curves(run: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    train = [r for r in rows if "loss" in r]
-    val = [r for r in rows if "val_top1" in r]
-    a.plot([r["step"] for r in train], [r["loss"] for r in train])
-    a.set(xlabel="step", ylabel="InfoNCE loss", title="training loss")
-    for key in ("val_top1", "val_top5"):
-        b.plot([r["step"] for r in val], [r[key] for r in val], marker="o", label=key)
-    b.set(xlabel="step", ylabel="accuracy", title="held-out artwork retrieval (512 faces)")
-    b.legend()
-    fig.tight_layout()
-    fig.savefig(run / "curves.png", dpi=90)
-    plt.close(fig)
-
-
-def atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
+CURVES = (
+    Panel("training loss", (Series("loss"),), ylabel="InfoNCE loss"),
+    Panel(
+        "held-out artwork retrieval (512 faces)",
+        tuple(Series(key, marker="o") for key in ("val_top1", "val_top5")),
+        ylabel="accuracy",
+    ),
+)
 
 
 def export(net: torch.nn.Module, config: dict[str, Any], run: Path, summary: dict[str, Any]) -> Path:
     """fp16 weights + a manifest: what it was trained on, how, and how well; the service reads only these."""
     target = REPO / config["export"]["weights"]
     target.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v).cpu() for k, v in net.state_dict().items()}
-    atomic_save({"model": config["model"], "state_dict": state}, target)
+    atomic_save({"model": config["model"], "state_dict": fp16_state(net)}, target)
     from models.embedder import CardEmbedder
 
     version = CardEmbedder(target).version
@@ -188,15 +172,13 @@ def _worker_init(_: int) -> None:
     cv2.setNumThreads(1)
 
 
-def _load_init(net: torch.nn.Module, path: Path, run: Path) -> None:
+def _load_init(net: torch.nn.Module, path: Path, run: Run) -> None:
     """Start from exported weights (fp16 state_dict + manifest); the optimizer and schedule start over."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    net.load_state_dict({k: v.float() for k, v in state["state_dict"].items()})
-    manifest = json.loads(path.with_suffix(".json").read_text())
+    run.start_from(net, path)
+    manifest = manifest_of(path)
     facts = manifest.get("training", {})
     steps, minutes = facts.get("steps"), facts.get("wall_minutes")
-    note = f"{path} (version {manifest.get('version')}, step {steps}, {minutes} min)"
-    (run / "init.txt").write_text(note + "\n")
+    run.note_init(f"{path} (version {manifest.get('version')}, step {steps}, {minutes} min)")
     print(f"initialised from {path} (its step {steps}); schedule starts over", file=sys.stderr)
 
 
@@ -206,10 +188,7 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
     torch.set_num_threads(int(tc["threads"]))
     cv2.setNumThreads(1)
     torch.manual_seed(config["seed"])
-    run = REPO / "runs" / "embedder" / config["name"]
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    (run / "git_sha.txt").write_text(git_sha() + "\n")
+    run = Run.start(REPO / "runs" / "embedder" / config["name"], config)
     render_dir = Path(os.path.expanduser(config["data"]["render_dir"]))
     train_cards, held = split_cards(load_cards(render_dir), config["data"]["held_out_percent"])
     size = (int(config["model"]["input_size"][0]), int(config["model"]["input_size"][1]))
@@ -218,14 +197,13 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
     dataset = PairDataset(train_cards, size, dc["both_degraded_p"], mix)
     net = build_net(config["model"])
     step, elapsed = 0, 0.0
-    ckpt = run / "last.pt"
-    state = torch.load(ckpt, map_location="cpu", weights_only=False) if ckpt.exists() else None
+    state = run.resume()
     if state is not None:
         net.load_state_dict(state["net"])
         step, elapsed = state["step"], state["elapsed"]
-        print(f"resuming {run.name} at step {step} ({elapsed / 60:.1f} min in)", file=sys.stderr)
+        print(f"resuming {run.directory.name} at step {step} ({elapsed / 60:.1f} min in)", file=sys.stderr)
     elif init is not None:
-        (run / "metrics.jsonl").unlink(missing_ok=True)
+        run.clear_metrics()
         _load_init(net, init, run)
     net = net.to(device).to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
@@ -247,15 +225,14 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
     )
     budget = tc["budget_minutes"] * 60
     mem_q: list[tuple[torch.Tensor, torch.Tensor]] = []
-    log = (run / "metrics.jsonl").open("a")
-    bar = tqdm(total=100, desc=f"train {run.name}", unit="%", initial=0)
+    bar = tqdm(total=100, desc=f"train {run.directory.name}", unit="%", initial=0)
     started, progress, last = time.monotonic() - elapsed, 0.0, {}
     net.train()
     for anchors, photos, arts in loader:
         progress = max(step / tc["max_steps"], (time.monotonic() - started) / budget)
         if progress >= 1:
             break
-        lr = tc["lr"] * min(1.0, (step + 1) / tc["warmup_steps"]) * 0.5 * (1 + math.cos(math.pi * progress))
+        lr = warmup_cosine(tc["lr"], step, tc["warmup_steps"], progress)
         for group in opt.param_groups:
             group["lr"] = lr
         x = torch.cat([anchors, photos]).to(device, non_blocking=True)
@@ -281,29 +258,19 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
                 "lr": lr,
                 "elapsed_s": round(time.monotonic() - started, 1),
             }
-            log.write(json.dumps(last) + "\n")
-            log.flush()
+            run.log(last)
             bar.set_postfix(loss=last["loss"], step=step)
         if step % tc["val_every"] == 0:
-            log.write(json.dumps({"step": step, **validate(net, val)}) + "\n")
-            log.flush()
+            run.log({"step": step, **validate(net, val)})
         if step % tc["ckpt_every"] == 0:
-            atomic_save(
-                {
-                    "net": net.state_dict(),
-                    "opt": opt.state_dict(),
-                    "step": step,
-                    "elapsed": time.monotonic() - started,
-                },
-                ckpt,
-            )
+            elapsed = time.monotonic() - started
+            run.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed})
     bar.close()
     final = {"step": step, **validate(net, val)}
-    log.write(json.dumps(final) + "\n")
-    log.close()
+    run.log(final)
     total = time.monotonic() - started
-    atomic_save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": total}, ckpt)
-    save_curves(run)
+    run.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": total})
+    run.plot(CURVES)
     summary = {
         "data": {**describe(train_cards), "held_out": describe(held), "source": "low.jpg renders"},
         "training": {
@@ -312,16 +279,16 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
             "pairs_seen": step * tc["batch_size"],
             "final_loss": last.get("loss"),
             "device": device.type,
-            "init": (run / "init.txt").read_text().strip() if (run / "init.txt").exists() else None,
+            "init": run.init_note(),
         },
         "metrics": {"validation": final},
     }
-    (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (run.directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if config["export"]["enabled"]:
-        path = export(net.eval(), config, run, summary)
+        path = export(net.eval(), config, run.directory, summary)
         print(f"exported {path}", file=sys.stderr)
     print(json.dumps(final), file=sys.stderr)
-    return run
+    return run.directory
 
 
 def main(argv: list[str] | None = None) -> int:

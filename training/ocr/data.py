@@ -28,6 +28,7 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from catalog_api.feed import card_name, feed_path, footer_line, printed_number, read_jsonl
+from models.geometry import read_face
 from models.ocr import CANVAS_H, CANVAS_W, FOOTER, NAME, Region, region_quad, to_tensor, warp
 from training.renders import SHARED, load_renderer
 
@@ -374,14 +375,6 @@ class Synth:
 
 
 # ---------------------------------------------------------------- the sampler
-def read_face(path: Path) -> np.ndarray:
-    """An RGB face from the render cache."""
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise FileNotFoundError(path)
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-
-
 Line = tuple[np.ndarray, str, np.ndarray]  # crop, what it reads, per-time-step targets
 
 

@@ -21,6 +21,7 @@ import torch
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
+from models.geometry import read_face
 from models.ocr import WEIGHTS, PrintRead, PrintReader
 from training.ocr.data import (
     EVAL_SEED_BASE,
@@ -29,7 +30,6 @@ from training.ocr.data import (
     degrade,
     is_eval_card,
     misalign_face,
-    read_face,
 )
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
 

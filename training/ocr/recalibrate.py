@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import cv2
 import torch
 
-from models.ocr import WEIGHTS, Recognizer, _state_dict, build_model
+from models.checkpoints import fp16_state, load_weights, read_weights
+from models.ocr import WEIGHTS, Recognizer, build_model
 from training.ocr.data import VOCAB, LineBatches, LineSampler, collate
 from training.ocr.train import DEFAULTS, VAL_SEED_BASE, line_samplers, validate
 from training.renders import DEFAULT_CACHE, SHARED
@@ -53,11 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cv2.setNumThreads(0)  # OpenCV's thread pool does not survive the fork into the data workers
-    blob: dict[str, Any] = torch.load(args.weights, map_location="cpu", weights_only=True)
+    blob = read_weights(args.weights)
     vocab = blob.get("vocab", VOCAB)
     model = build_model(blob.get("arch", DEFAULTS["arch"]), vocab, **blob.get("model_kwargs", {}))
-    state = _state_dict(blob)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    load_weights(model, blob)
 
     sampler, val_sampler = line_samplers(args.faces, args.catalog, DEFAULTS["data"] | {"p_coded": 0.4})
     norm = (model.cfg["mean"], model.cfg["std"])
@@ -68,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"before": before, "after": after}, indent=1))
 
     out = args.out or args.weights
-    state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()}
-    torch.save({**blob, "state_dict": state}, out)
+    torch.save({**blob, "state_dict": fp16_state(model)}, out)
     manifest_path = args.weights.with_suffix(".json")
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())

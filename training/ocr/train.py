@@ -18,15 +18,17 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-import yaml
 from rapidfuzz.distance import Levenshtein
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from models.ocr import WEIGHTS, _state_dict, build_model, crnn_features, crnn_logits, ctc_greedy
+from models.checkpoints import fp16_state
+from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits, ctc_greedy
 from serve_app.config import resolve_device
+from training.curves import Panel, Series
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
+from training.run import Run
 from training.runconfig import git_sha, resolve_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,31 +115,17 @@ def validate(model: torch.nn.Module, val: dict[str, Any], vocab: str) -> dict[st
     return out
 
 
-def plot(run: Path) -> None:
-    """curves.png from metrics.jsonl: losses and validation accuracy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for key in ("loss_name", "loss_footer"):
-        pts = [(r["step"], r[key]) for r in rows if key in r]
-        if pts:
-            ax1.plot(*zip(*pts, strict=True), label=key)
-    ax1.set_yscale("log")
-    ax1.set_xlabel("step")
-    ax1.legend()
-    for key in ("val_name_acc", "val_footer_acc", "val_name_cer", "val_footer_cer"):
-        pts = [(r["step"], r[key]) for r in rows if key in r]
-        if pts:
-            ax2.plot(*zip(*pts, strict=True), label=key, marker=".")
-    ax2.set_xlabel("step")
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(run / "curves.png", dpi=80)
-    plt.close(fig)
+# curves.png: losses and validation accuracy
+CURVES = (
+    Panel("CTC loss", tuple(Series(key) for key in ("loss_name", "loss_footer")), log=True),
+    Panel(
+        "validation",
+        tuple(
+            Series(k, marker=".")
+            for k in ("val_name_acc", "val_footer_acc", "val_name_cer", "val_footer_cer")
+        ),
+    ),
+)
 
 
 def schedule(cfg: dict[str, Any], clock: Any = None) -> Any:
@@ -162,7 +150,7 @@ def export(cfg: dict[str, Any], model: torch.nn.Module, run: Path, summary: dict
     """fp16 state dict with arch, vocab and kwargs (what PrintReader needs), plus the JSON manifest."""
     path = Path(cfg["export"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v).cpu() for k, v in model.state_dict().items()}
+    state = fp16_state(model)
     blob = {
         "arch": cfg["arch"],
         "vocab": cfg["vocab"],
@@ -214,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(resolve_device(cfg["device"]))
     cv2.setNumThreads(0)  # OpenCV's thread pool does not survive the fork into the data worker (it hangs)
     torch.manual_seed(0)
-    run = REPO / cfg["runs"] / cfg["name"]
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({**cfg, "git_sha": git_sha()}, allow_unicode=True))
+    run = Run.start(REPO / cfg["runs"] / cfg["name"], cfg)
 
     faces = Path(cfg["faces"])
     sampler, val_sampler = line_samplers(faces, Path(cfg["catalog"]), cfg["data"])
@@ -244,25 +230,21 @@ def main(argv: list[str] | None = None) -> int:
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule(cfg, clock if cfg["lr_clock"] else None))
     start, trained_s = 0, 0.0
-    ckpt = run / "last.pt"
-    if ckpt.exists() and not args.fresh:
-        state = torch.load(ckpt, map_location=device, weights_only=False)
+    state = run.resume(args.fresh, map_location=device)
+    if state is not None:
         model.load_state_dict(state["model"])
         aux.load_state_dict(state["aux"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
         start, trained_s = state["step"], state["trained_s"]
-        print(f"resuming {run} at step {start}")
+        print(f"resuming {run.directory} at step {start}")
     elif cfg["init"]:
-        init = _state_dict(torch.load(Path(cfg["init"]), map_location="cpu", weights_only=True))
-        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in init.items()})
+        run.start_from(model, Path(cfg["init"]))
         print(f"initialised from {cfg['init']}")
 
     def save(step: int) -> None:
         blob = {"model": model.state_dict(), "aux": aux.state_dict(), "opt": opt.state_dict()}
-        blob["sched"] = sched.state_dict()
-        torch.save({**blob, "step": step, "trained_s": trained_s}, run / "last.tmp")
-        (run / "last.tmp").replace(ckpt)
+        run.save({**blob, "sched": sched.state_dict(), "step": step, "trained_s": trained_s})
 
     batches = LineBatches(
         sampler, cfg["batch"], range(start, cfg["steps"]), cfg["ramp_steps"], (mean, std), cfg["seed_offset"]
@@ -273,40 +255,38 @@ def main(argv: list[str] | None = None) -> int:
     model.train()
     session_start, last = time.time(), time.time()
     step = start
-    with (run / "metrics.jsonl").open("a") as log:
-        bar = tqdm(loader, total=cfg["steps"] - start, desc=f"ocr {cfg['name']}", unit="step")
-        for step, batch in enumerate(bar, start=start + 1):
-            batch = to_device(batch, device)
-            loss_name, frames_name = line_loss(model, aux, batch, "name", cfg)
-            loss_footer, frames_footer = line_loss(model, aux, batch, "footer", cfg)
-            opt.zero_grad(set_to_none=True)
-            (loss_name + loss_footer + frames_name + frames_footer).backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg["grad_clip"])
-            opt.step()
-            sched.step()
-            now = time.time()
-            trained_s += now - last
-            last = now
-            bar.set_postfix(name=f"{loss_name.item():.3f}", footer=f"{loss_footer.item():.3f}")
-            row: dict[str, Any] = {}
-            if step % cfg["log_every"] == 0:
-                row = {"loss_name": loss_name.item(), "loss_footer": loss_footer.item()}
-                row |= {"frames_name": frames_name.item(), "frames_footer": frames_footer.item()}
-                row |= {"lr": sched.get_last_lr()[0], "trained_s": round(trained_s, 1)}
-            if step % cfg["val_every"] == 0 or step == cfg["steps"]:
-                row |= validate(model, val, cfg["vocab"])
-                bar.write(f"step {step}: {json.dumps({k: round(v, 4) for k, v in row.items()})}")
-            if row:
-                log.write(json.dumps({"step": step, **row}) + "\n")
-                log.flush()
-            if step % cfg["checkpoint_every"] == 0:
-                save(step)
-                plot(run)
-            if (now - session_start) / 60 > cfg["max_minutes"]:
-                bar.write(f"stopping at step {step}: {cfg['max_minutes']} min budget spent (resume to go on)")
-                break
+    bar = tqdm(loader, total=cfg["steps"] - start, desc=f"ocr {cfg['name']}", unit="step")
+    for step, batch in enumerate(bar, start=start + 1):
+        batch = to_device(batch, device)
+        loss_name, frames_name = line_loss(model, aux, batch, "name", cfg)
+        loss_footer, frames_footer = line_loss(model, aux, batch, "footer", cfg)
+        opt.zero_grad(set_to_none=True)
+        (loss_name + loss_footer + frames_name + frames_footer).backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg["grad_clip"])
+        opt.step()
+        sched.step()
+        now = time.time()
+        trained_s += now - last
+        last = now
+        bar.set_postfix(name=f"{loss_name.item():.3f}", footer=f"{loss_footer.item():.3f}")
+        row: dict[str, Any] = {}
+        if step % cfg["log_every"] == 0:
+            row = {"loss_name": loss_name.item(), "loss_footer": loss_footer.item()}
+            row |= {"frames_name": frames_name.item(), "frames_footer": frames_footer.item()}
+            row |= {"lr": sched.get_last_lr()[0], "trained_s": round(trained_s, 1)}
+        if step % cfg["val_every"] == 0 or step == cfg["steps"]:
+            row |= validate(model, val, cfg["vocab"])
+            bar.write(f"step {step}: {json.dumps({k: round(v, 4) for k, v in row.items()})}")
+        if row:
+            run.log({"step": step, **row})
+        if step % cfg["checkpoint_every"] == 0:
+            save(step)
+            run.plot(CURVES, dpi=80)
+        if (now - session_start) / 60 > cfg["max_minutes"]:
+            bar.write(f"stopping at step {step}: {cfg['max_minutes']} min budget spent (resume to go on)")
+            break
     save(step)
-    plot(run)
+    run.plot(CURVES, dpi=80)
     final = validate(model, val, cfg["vocab"])
     first_seed = cfg["seed_offset"] * cfg["batch"]
     summary = {
@@ -325,9 +305,9 @@ def main(argv: list[str] | None = None) -> int:
             "init": cfg["init"],
         },
     }
-    (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (run.directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if not args.no_export:
-        print(f"exported {export(cfg, model, run, summary)}")
+        print(f"exported {export(cfg, model, run.directory, summary)}")
     return 0
 
 

@@ -1,0 +1,120 @@
+"""The networks' contracts: what goes in and comes out (shapes, dtypes, ranges), determinism, BatchNorm
+folding, and the shipped weights loading with the manifests shipped beside them."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from models import detector, embedder
+from models.checkpoints import load_weights, read_weights, state_dict_of
+from models.sessions import fold_batchnorm
+from tests.models.conftest import WEIGHTS, require_weights
+
+
+def _params(net: torch.nn.Module) -> int:
+    return sum(p.numel() for p in net.parameters())
+
+
+def test_detector_net_maps_views_to_three_maps_at_input_resolution() -> None:
+    torch.manual_seed(0)
+    net = detector.build_net(detector.DetectorConfig()).eval()
+    views = torch.randint(0, 256, (2, 224, 224, 3), dtype=torch.uint8)
+    with torch.inference_mode():
+        logits = net(detector.to_tensor(list(views.numpy())))
+        probs = detector.DetectorGraph(net)(views)
+    assert logits.shape == probs.shape == (2, 3, 224, 224)
+    assert logits.dtype == probs.dtype == torch.float32
+    assert float(probs.min()) >= 0 and float(probs.max()) <= 1
+    torch.testing.assert_close(probs, torch.sigmoid(logits), rtol=0, atol=1e-6)
+
+
+def test_embedder_net_maps_faces_to_unit_vectors() -> None:
+    torch.manual_seed(0)
+    net = embedder.build_net({"dim": 64}).eval()
+    faces = torch.randint(0, 256, (3, embedder.INPUT_H, embedder.INPUT_W, 3), dtype=torch.uint8)
+    with torch.inference_mode():
+        vectors = embedder.EmbedderGraph(net)(faces)
+    assert vectors.shape == (3, 64) and vectors.dtype == torch.float32
+    torch.testing.assert_close(vectors.norm(dim=1), torch.ones(3), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["detector", "embedder"])
+def test_shipped_weights_are_deterministic_and_fold_to_the_same_outputs(name: str) -> None:
+    """Eval mode answers the same input the same way twice; folding BatchNorm into the convs (what
+    serving runs) changes outputs by float rounding only."""
+    require_weights(f"{name}.pt")
+    blob = read_weights(WEIGHTS / f"{name}.pt")
+    if name == "detector":
+        net = detector.build_net(detector.DetectorConfig.from_dict(blob["config"]))
+        x = torch.randint(
+            0, 256, (2, 224, 224, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)
+        )
+        graph: torch.nn.Module = detector.DetectorGraph(load_weights(net, blob).eval())
+    else:
+        net = embedder.build_net(blob["model"])
+        x = torch.randint(
+            0, 256, (2, 134, 96, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)
+        )
+        graph = embedder.EmbedderGraph(load_weights(net, blob).eval())
+    with torch.inference_mode():
+        first, second = graph(x), graph(x)
+        folded = fold_batchnorm(copy.deepcopy(graph))(x)
+    assert torch.equal(first, second)
+    torch.testing.assert_close(folded, first, rtol=0, atol=1e-4)
+    assert not any(
+        isinstance(m, torch.nn.BatchNorm2d) for m in fold_batchnorm(copy.deepcopy(graph)).modules()
+    )
+
+
+def test_detector_weights_match_their_manifest() -> None:
+    require_weights("detector.pt", "detector.json")
+    manifest = json.loads((WEIGHTS / "detector.json").read_text())
+    blob = read_weights(WEIGHTS / "detector.pt")
+    assert blob["config"] == manifest["inference"]
+    assert (WEIGHTS / "detector.pt").stat().st_size == manifest["bytes"]
+    net = load_weights(detector.build_net(detector.DetectorConfig.from_dict(blob["config"])), blob)
+    assert _params(net) == manifest["parameters"]
+    assert {v.dtype for v in state_dict_of(blob).values()} <= {torch.float16, torch.int64}
+    model = detector.CardDetector()
+    assert model.cfg == detector.DetectorConfig.from_dict(manifest["inference"])
+    assert model.version == hashlib.sha256((WEIGHTS / "detector.pt").read_bytes()).hexdigest()[:12]
+
+
+def test_embedder_weights_match_their_manifest() -> None:
+    require_weights("embedder.pt", "embedder.json")
+    manifest = json.loads((WEIGHTS / "embedder.json").read_text())
+    model = embedder.CardEmbedder()
+    assert model.version == manifest["version"]  # the version every index records
+    assert model.dim == manifest["dim"] and list(model.input_size) == manifest["input_size"]
+    blob = read_weights(WEIGHTS / "embedder.pt")
+    assert blob["model"] == manifest["config"]["model"]
+    assert _params(load_weights(embedder.build_net(blob["model"]), blob)) == manifest["params"]  # unfolded
+    assert (WEIGHTS / "embedder.pt").stat().st_size == manifest["size_bytes"]
+
+
+def test_reader_weights_match_their_manifest_and_compiled_network() -> None:
+    require_weights("ocr.pt", "ocr.json", "ocr.ts")
+    from models.ocr import PrintReader, build_model
+
+    manifest = json.loads((WEIGHTS / "ocr.json").read_text())
+    blob = read_weights(WEIGHTS / "ocr.pt")
+    assert (blob["arch"], blob["vocab"]) == (manifest["arch"], manifest["vocab"])
+    assert blob["model_kwargs"] == manifest["config"]["model_kwargs"]
+    assert (WEIGHTS / "ocr.pt").stat().st_size == manifest["size_bytes"]
+    net = load_weights(build_model(blob["arch"], blob["vocab"], **blob["model_kwargs"]), blob)
+    assert _params(net) == manifest["params"]  # before folding
+    docTR = PrintReader(compiled=None)
+    compiled = PrintReader()
+    assert compiled.model is None, "ocr.ts was not compiled from ocr.pt"
+    assert (compiled.arch, compiled.vocab, compiled.is_ctc) == (docTR.arch, docTR.vocab, True)
+    crops = [np.full((32, 288, 3), v, np.uint8) for v in (30, 200)]
+    _, a = compiled.read_lines(crops)
+    _, b = docTR.read_lines(crops)
+    assert a is not None and b is not None and a.shape == b.shape and a.dtype == torch.float32
+    torch.testing.assert_close(a, b, rtol=0, atol=1e-3)
