@@ -116,7 +116,7 @@ class Detector:
             from models.tensor_ops import rectify_tensor
 
             self.rectify_tensor = rectify_tensor
-        self.model.locate_batch([np.zeros((480, 360, 3), np.uint8)])  # warm up
+        self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         self.locate.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
@@ -174,7 +174,7 @@ class Reader:
         _torch_threads(device, threads)
         kwargs: dict[str, Any] = {"arch": arch} if arch else {}
         self.model = PrintReader(Path(weights), device, Path(checkpoint) if checkpoint else None, **kwargs)
-        self.model.read_batch([np.full((838, 600, 3), 200, np.uint8)])
+        self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         self.read.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
@@ -222,7 +222,7 @@ class Embedder:
         self.watcher: BundleWatcher = BundleWatcher(Path(index_dir))
         self.searched: str | None = None
         self._prepare()
-        self.model.embed_batch([np.full((838, 600, 3), 200, np.uint8)])
+        self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def _prepare(self) -> IndexBundle:
         """The current bundle, moved to the search device and checked against the model on first use."""

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from models.embedder import CardEmbedder
+from models.files import swap_dir
+from models.geometry import read_face
 from models.index import CardIndex
 from serve_app.index_bundle import BundleWatcher, load_bundle, read_stamp
-from serve_app.indexing import _swap_in
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def _install(build: Path, live: Path) -> None:
     staged = live.with_name(live.name + ".new")
     shutil.rmtree(staged, ignore_errors=True)
     shutil.copytree(build, staged)
-    _swap_in(staged, live)
+    swap_dir(staged, live)
 
 
 def _consistent(bundle_ids: list[str], table_ids: list[str]) -> bool:
@@ -72,9 +73,7 @@ def test_watcher_moves_to_a_new_build_whole(builds: dict[str, Path], tmp_path: P
     assert second.index.card_ids == ["b0", "b1", "b2", "b3"]
     assert sorted(second.table.cards) == ["b0", "b1", "b2", "b3"]
     # The bundle searches: a face of the new build finds itself first.
-    vectors = CardEmbedder().embed_batch(
-        [cv2.cvtColor(cv2.imread(str(builds["b"].parent / "b2.png")), cv2.COLOR_BGR2RGB)]
-    )
+    vectors = CardEmbedder().embed_batch([read_face(builds["b"].parent / "b2.png")])
     assert second.index.search(vectors, 1)[0][0][0] == "b2"
 
 
