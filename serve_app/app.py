@@ -12,7 +12,7 @@ the photo's bytes through a Serve `DeploymentHandle` (or, from outside the Ray c
                 -> Reader.read: that face, and the footer lines of the matched artworks' reprints, scored
                 -> fusion.decide -> {"matches": [{card_id, score}], "unidentified": ...}
 
-Each deployment gets only what it needs (measured in `docs`/README "where a scan's time goes"): the
+Each deployment gets only what it needs (measured: docs/benchmarks.md, "Scanner load"): the
 Detector the compressed photo (decoding where the pixels are used saves moving a 4-37 MB array between
 processes), the Embedder a 38 KB thumbnail, the Reader the face. ScanService itself loads no network
 runtime (no torch): it only shrinks, turns and fuses.

@@ -30,8 +30,9 @@ def start_scanner(config: ScanConfig, http_port: int | None = None) -> tuple[str
 
     from serve_app.app import build_app
 
-    # Two glibc heap arenas per process (Ray's processes inherit this). The README's load figures were
-    # measured with it; a short A/B without it showed no clear RSS difference (4.00 vs 3.96 GiB, noisy).
+    # Two glibc heap arenas per process (Ray's processes inherit this). The load figures in
+    # docs/benchmarks.md were measured with it; a short A/B without it showed no clear RSS difference
+    # (4.00 vs 3.96 GiB, noisy).
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     ray.init(
         num_cpus=os.cpu_count(),
