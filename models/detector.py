@@ -11,7 +11,6 @@ Training lives in `training/detector/`; the shipped weights are `models/weights/
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.checkpoints import load_weights, read_weights, weights_version
-from models.geometry import CARD_ASPECT
 from models.inference import InferenceModel
 from models.layers import conv_bn_relu
+from models.quads import apply, band_scores, corner_shift, fit_quads, letterbox, orient, same_quad, zoom_view
 from models.sessions import Backend, Session, fold_batchnorm, open_graph
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
-PAD_VALUE = 114
-BAND_DEPTH = 0.1  # top/bottom bands: this fraction of the card height
 # Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
 INPUT, OUTPUT = "views__0", "probs__0"
 
@@ -127,267 +124,6 @@ class DetectorGraph(nn.Module):
         return torch.sigmoid(self.net(_normalise(views)))
 
 
-# -------------------------------------------------------------------------------------------- views
-def _pixel_scale(sx: float, sy: float) -> np.ndarray:
-    """Resize matrix in the pixel-centre convention: x' = (x + 0.5) * s - 0.5."""
-    return np.array([[sx, 0, 0.5 * sx - 0.5], [0, sy, 0.5 * sy - 0.5], [0, 0, 1]], np.float64)
-
-
-def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The whole photo shrunk into a size x size view; returns it and the 3x3 photo->view matrix."""
-    h, w = image.shape[:2]
-    s = size / max(h, w)
-    nw, nh = max(1, round(w * s)), max(1, round(h * s))
-    small = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_AREA)
-    view = np.full((size, size, 3), PAD_VALUE, np.uint8)
-    ox, oy = (size - nw) // 2, (size - nh) // 2
-    view[oy : oy + nh, ox : ox + nw] = small
-    m = _pixel_scale(nw / w, nh / h)
-    m[0, 2] += ox
-    m[1, 2] += oy
-    return view, m
-
-
-def zoom_target(size: int, fill: float) -> np.ndarray:
-    """Where the zoomed pass puts the card: a centred upright rectangle (edge convention corners)."""
-    h = fill * size
-    w = h / CARD_ASPECT
-    x0, y0 = (size - w) / 2 - 0.5, (size - h) / 2 - 0.5
-    return np.array([[x0, y0], [x0 + w, y0], [x0 + w, y0 + h], [x0, y0 + h]], np.float32)
-
-
-def zoom_view(image: np.ndarray, quad: np.ndarray, size: int, fill: float) -> tuple[np.ndarray, np.ndarray]:
-    """A size x size view in which `quad` becomes the upright card rectangle; returns it and photo->view.
-
-    Only the photo region the view covers is cropped and, when the view shrinks it a lot, pre-shrunk with
-    INTER_AREA so the warp does not alias.
-    """
-    h, w = image.shape[:2]
-    hom = cv2.getPerspectiveTransform(quad.astype(np.float32), zoom_target(size, fill)).astype(np.float64)
-    edges = np.array(
-        [[-0.5, -0.5], [size - 0.5, -0.5], [size - 0.5, size - 0.5], [-0.5, size - 0.5]], np.float32
-    )
-    try:
-        foot = cv2.perspectiveTransform(edges.reshape(-1, 1, 2), np.linalg.inv(hom)).reshape(-1, 2)
-    except np.linalg.LinAlgError:
-        foot = np.array([[0, 0], [w, h]], np.float32)
-    if not np.isfinite(foot).all():
-        foot = np.array([[0, 0], [w, h]], np.float32)
-    x0, y0 = np.clip(np.floor(foot.min(0)) - 2, 0, [w - 1, h - 1]).astype(int)
-    x1, y1 = np.clip(np.ceil(foot.max(0)) + 3, [x0 + 1, y0 + 1], [w, h]).astype(int)
-    crop = image[y0:y1, x0:x1]
-    shift = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64)
-    card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
-    shrink = min(1.0, 1.5 * fill * size / max(card_h, 1.0))
-    if shrink < 0.75:
-        nw, nh = max(1, round(crop.shape[1] * shrink)), max(1, round(crop.shape[0] * shrink))
-        crop = cv2.resize(crop, (nw, nh), interpolation=cv2.INTER_AREA)
-        shift = _pixel_scale(nw / (x1 - x0), nh / (y1 - y0)) @ shift
-    m = hom @ np.linalg.inv(shift)
-    view = cv2.warpPerspective(
-        crop,
-        m,
-        (size, size),
-        flags=cv2.INTER_LINEAR,
-        borderMode=cv2.BORDER_CONSTANT,
-        borderValue=(PAD_VALUE,) * 3,
-    )
-    return view, m @ shift
-
-
-def apply(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
-    return (
-        cv2.perspectiveTransform(pts.reshape(-1, 1, 2).astype(np.float64), m)
-        .reshape(-1, 2)
-        .astype(np.float32)
-    )
-
-
-# ------------------------------------------------------------------------------------- quad fitting
-def _shoelace(q: np.ndarray) -> float:
-    x, y = q[:, 0], q[:, 1]
-    return float(0.5 * (np.dot(x, np.roll(y, -1)) - np.dot(np.roll(x, -1), y)))
-
-
-def _intersect(l1: np.ndarray, l2: np.ndarray) -> np.ndarray | None:
-    """Lines as (vx, vy, x0, y0)."""
-    d1, p1, d2, p2 = l1[:2], l1[2:], l2[:2], l2[2:]
-    den = d1[0] * d2[1] - d1[1] * d2[0]
-    if abs(den) < 1e-6:
-        return None
-    t = ((p2[0] - p1[0]) * d2[1] - (p2[1] - p1[1]) * d2[0]) / den
-    return p1 + t * d1
-
-
-def _refine_sides(prob: np.ndarray, quad: np.ndarray, samples: int = 32) -> np.ndarray | None:
-    """Move each side onto the mask's 0.5 crossing, measured sub-pixel along normals, then intersect."""
-    lines = []
-    centre = quad.mean(0)
-    for i in range(4):
-        a, b = quad[i], quad[(i + 1) % 4]
-        length = float(np.linalg.norm(b - a))
-        if length < 4:
-            return None
-        d = (b - a) / length
-        n = np.array([d[1], -d[0]])
-        if np.dot(n, (a + b) / 2 - centre) < 0:
-            n = -n
-        reach = max(3.0, 0.06 * length)
-        t = np.linspace(0.12, 0.88, samples)[:, None]
-        offs = np.arange(-reach, reach + 1e-6, 0.25, dtype=np.float32)
-        pts = (a + (b - a) * t)[:, None, :] + offs[None, :, None] * n  # (samples, K, 2)
-        prof = cv2.remap(
-            prob,
-            pts[..., 0].astype(np.float32),
-            pts[..., 1].astype(np.float32),
-            cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_CONSTANT,
-            borderValue=0.0,
-        )
-        inside = prof >= 0.5
-        good = []
-        for k in range(samples):
-            row, ins = prof[k], inside[k]
-            if not ins[0]:
-                continue
-            j = int(np.argmin(ins))  # first outside sample
-            if j == 0 or ins[j]:
-                continue
-            frac = (row[j - 1] - 0.5) / max(row[j - 1] - row[j], 1e-6)
-            good.append(pts[k, j - 1] + frac * 0.25 * n)
-        if len(good) < samples // 3:
-            line = np.array([d[0], d[1], a[0], a[1]], np.float64)
-        else:
-            line = (
-                cv2.fitLine(np.array(good, np.float32), cv2.DIST_HUBER, 0, 0.01, 0.01)
-                .ravel()
-                .astype(np.float64)
-            )
-        lines.append(line)
-    corners = []
-    for i in range(4):
-        p = _intersect(lines[i - 1], lines[i])
-        if p is None:
-            return None
-        corners.append(p)
-    out = np.array(corners, np.float32)
-    if np.abs(out - quad).max() > 0.25 * math.sqrt(abs(_shoelace(quad))):
-        return None
-    return out
-
-
-def fit_quads(
-    prob: np.ndarray,
-    min_area: float,
-    min_fit: float,
-    threshold: float = 0.5,
-    close: int = 0,
-    limit: int = 1,
-    fallback: bool = False,
-) -> list[np.ndarray]:
-    """Sub-pixel corners (positive shoelace, view px) of up to `limit` card-like blobs, largest first.
-
-    `close` (px) bridges the gaps an unsure mask leaves inside a blob (glare, dark art), one blob at a
-    time so that a card and a sheet of paper beside it never merge; the blob's outline, not its pixel
-    count, is compared with the quad, so holes inside the card do not count against it. With `fallback`, a
-    blob no quad fits (a ragged or merged mask) gives its minimum-area rectangle, for the zoomed pass to
-    judge and correct.
-    """
-    binary = (prob > threshold).astype(np.uint8)
-    _, labels, stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4)
-    out = []
-    for label in 1 + np.argsort(-stats[1:, cv2.CC_STAT_AREA])[:limit]:
-        if stats[label, cv2.CC_STAT_AREA] < min_area * prob.size:
-            break
-        blob = (labels == label).astype(np.uint8)
-        if close > 1:
-            kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (close, close))
-            blob = cv2.morphologyEx(blob, cv2.MORPH_CLOSE, kernel)
-        quad = _blob_quad(prob, blob, min_fit)
-        if quad is None and fallback:
-            box = cv2.boxPoints(cv2.minAreaRect(cv2.findNonZero(blob))).astype(np.float32)
-            quad = box if _shoelace(box) > 0 else box[::-1].copy()
-        if quad is not None:
-            out.append(quad)
-    return out
-
-
-def _corner_shift(before: np.ndarray, after: np.ndarray) -> float:
-    """How far the corners moved between two passes, as a fraction of the card's long side."""
-    height = max(float(np.linalg.norm(after[0] - after[3])), float(np.linalg.norm(after[0] - after[1])), 1.0)
-    return float(np.linalg.norm(after - before, axis=1).max()) / height
-
-
-def _same_quad(a: np.ndarray, b: np.ndarray, tolerance: float) -> bool:
-    """Whether every corner of `a` lies within `tolerance` x the quad's size of a corner of `b`."""
-    if tolerance <= 0:
-        return False
-    size = math.sqrt(max(abs(_shoelace(b)), 1e-6))
-    gaps = np.linalg.norm(a[:, None, :] - b[None, :, :], axis=2).min(axis=1)
-    return bool(gaps.max() <= tolerance * size)
-
-
-def _blob_quad(prob: np.ndarray, blob: np.ndarray, min_fit: float) -> np.ndarray | None:
-    contours, _ = cv2.findContours(blob, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
-    outline = max(contours, key=cv2.contourArea)
-    area = float(cv2.contourArea(outline))
-    hull = cv2.convexHull(outline)
-    perimeter = cv2.arcLength(hull, True)
-    approx = None
-    for eps in (0.02, 0.03, 0.045, 0.06, 0.08, 0.1):
-        cand = cv2.approxPolyDP(hull, eps * perimeter, True)
-        if len(cand) == 4:
-            approx = cand.reshape(4, 2).astype(np.float32)
-            break
-        if len(cand) < 4:
-            break
-    if approx is None:
-        return None
-    if _shoelace(approx) < 0:
-        approx = approx[::-1].copy()
-    quad_area = abs(_shoelace(approx))
-    if min(area, quad_area) / max(area, quad_area, 1e-6) < min_fit:
-        return None
-    refined = _refine_sides(prob, approx)
-    if refined is None or _shoelace(refined) <= 0 or not cv2.isContourConvex(refined.reshape(-1, 1, 2)):
-        return approx
-    return refined
-
-
-def _band_scores(maps: np.ndarray, quad: np.ndarray) -> np.ndarray:
-    """Mean top/bottom band probability next to each side k (corners k -> k+1): shape (2, 4)."""
-    h, w = maps.shape[1:]
-    scores = np.zeros((2, 4), np.float32)
-    for k in range(4):
-        a, b, c, d = quad[k], quad[(k + 1) % 4], quad[(k + 2) % 4], quad[(k + 3) % 4]
-        band = np.array([a, b, b + BAND_DEPTH * (c - b), a + BAND_DEPTH * (d - a)], np.float32)
-        mask = np.zeros((h, w), np.uint8)
-        cv2.fillPoly(mask, [np.round(band * 4).astype(np.int32)], 1, cv2.LINE_8, shift=2)
-        if mask.any():
-            scores[:, k] = maps[:, mask > 0].mean(1)
-    return scores
-
-
-def orient(
-    quad: np.ndarray, bands: np.ndarray, photo_quad: np.ndarray | None = None, geo: float = 0.0
-) -> np.ndarray:
-    """Roll the corners so side 0 is the top (name) and side 2 the bottom (number): TL, TR, BR, BL.
-
-    Which pair of sides is short comes from the band maps plus `geo` times the log ratio of side lengths
-    in the photo (a tilted card is still longer than wide unless the tilt is steep); which end is up
-    comes from the bands alone (the caller tries both anyway).
-    """
-    s = _band_scores(bands, quad)
-    votes = [s[0, r] + s[1, (r + 2) % 4] + 0.5 * (s[0, (r + 2) % 4] + s[1, r]) for r in range(4)]
-    evidence = (votes[0] + votes[2]) - (votes[1] + votes[3])
-    if geo and photo_quad is not None:
-        sides = np.linalg.norm(photo_quad - np.roll(photo_quad, -1, axis=0), axis=1)
-        evidence += geo * math.log(max(sides[1] + sides[3], 1e-6) / max(sides[0] + sides[2], 1e-6))
-    r = 0 if evidence >= 0 else 1
-    r = r if votes[r] >= votes[r + 2] else r + 2
-    return np.roll(quad, -r, axis=0)
-
-
 # ------------------------------------------------------------------------------------------ serving
 class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
@@ -471,7 +207,7 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
                     del best[i]
                     moving.discard(i)
                     continue
-                if _corner_shift(best[i][0], result[0]) <= cfg.settle:
+                if corner_shift(best[i][0], result[0]) <= cfg.settle:
                     moving.discard(i)
                 best[i] = result
         return [best[i][0] if i in best else None for i in range(len(images))]
@@ -490,7 +226,7 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
                 for q in fit_quads(
                     p[0], cfg.min_area, cfg.min_fit * 0.9, t, cfg.close, cfg.candidates, cfg.rect_fallback
                 ):
-                    if not any(_same_quad(q, kept, cfg.same_find) for kept in quads):
+                    if not any(same_quad(q, kept, cfg.same_find) for kept in quads):
                         quads.append(q)
             out.append([apply(back, orient(q, p[1:], apply(back, q), cfg.geo)) for q in quads])
         return out
@@ -524,7 +260,7 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
             return None
         back = np.linalg.inv(m)
         oriented = orient(q, p[1:], apply(back, q), cfg.geo)
-        bands = _band_scores(p[1:], oriented)
+        bands = band_scores(p[1:], oriented)
         return apply(back, oriented), inside + 0.5 * float(bands[0, 0] + bands[1, 2])
 
     def locate(self, image: np.ndarray) -> np.ndarray | None:

@@ -27,6 +27,7 @@ import pytest
 from models import detector as det
 from models import embedder as emb
 from models.geometry import read_face, rectify
+from models.quads import letterbox
 from models.sessions import Backend, TritonSession
 from tests.harness import REPO
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
@@ -131,7 +132,7 @@ def test_served_models_have_the_exported_signature(triton: str) -> None:
 
 def test_detector_maps_equal_torch(triton: str, photos: list[np.ndarray]) -> None:
     local, remote = det.CardDetector(), TritonSession(triton, "detector")
-    views = np.stack([det.letterbox(p, local.cfg.input_size)[0] for p in photos])
+    views = np.stack([letterbox(p, local.cfg.input_size)[0] for p in photos])
     for batch in (views[:1], views):  # one photo, and all six in one request
         want = local.session.run({det.INPUT: batch})[det.OUTPUT]
         got = remote.run({det.INPUT: batch})[det.OUTPUT]

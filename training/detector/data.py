@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
-from models.detector import BAND_DEPTH, letterbox, zoom_view
 from models.geometry import read_face
+from models.quads import BAND_DEPTH, letterbox, zoom_view
 from training.renders import read_manifest
 from training.synth import TRAIN_SEED_LIMIT, make_nocard_photo, make_photo
 
