@@ -18,7 +18,8 @@ from rapidfuzz import fuzz
 
 from catalog_api.feed import feed_path, read_jsonl
 from models.geometry import read_face
-from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model, vote
+from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model
+from models.ocr_text import vote
 from serve_app.fusion import Thresholds, snap_code
 from tests.harness import SHARED_CATALOG, require_shared
 from training.ocr.data import CardText, catalog_texts

@@ -23,7 +23,8 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from models.checkpoints import fp16_state
-from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits, ctc_greedy
+from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits
+from models.ocr_text import ctc_greedy
 from serve_app.config import resolve_device
 from training.curves import Panel, Series
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
