@@ -385,7 +385,9 @@ def build_app(args: dict[str, Any]) -> Any:
     )
     threads = config.threads
     return service.bind(
-        detector.bind(config.detector_weights, device, config.backend_options(), threads),
+        detector.bind(
+            config.detector_weights, device, config.backend_options(config.detector_precision), threads
+        ),
         embedder.bind(
             config.embedder_weights, config.index_dir, device, config.top_k, config.backend_options(), threads
         ),
