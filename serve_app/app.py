@@ -374,9 +374,10 @@ def build_app(args: dict[str, Any]) -> Any:
     tensor_models = models if config.backend == "torch" else {"num_cpus": 0.5}
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
     deployments: Any = {"detector": Detector, "embedder": Embedder, "reader": Reader, "service": ScanService}
-    detector = deployments["detector"].options(ray_actor_options=tensor_models)
-    embedder = deployments["embedder"].options(ray_actor_options=tensor_models)
-    reader = deployments["reader"].options(ray_actor_options=models)
+    replicas = config.replicas
+    detector = deployments["detector"].options(ray_actor_options=tensor_models, num_replicas=replicas)
+    embedder = deployments["embedder"].options(ray_actor_options=tensor_models, num_replicas=replicas)
+    reader = deployments["reader"].options(ray_actor_options=models, num_replicas=replicas)
     service = deployments["service"].options(ray_actor_options={"num_cpus": 0.25})
     # Warnings only, no access log: a line per request and stage is I/O the scanner pays for on every call.
     quiet = {"log_level": "WARNING", "enable_access_log": False}

@@ -22,6 +22,9 @@ class ScanConfig:
     device: str = "auto"  # "auto": CUDA when the replica has a GPU
     top_k: int = 32
     threads: int = 1  # torch intra-op threads per CPU model replica
+    # Replicas of each model deployment (Detector, Embedder, Reader). Ray Serve spreads a deployment's
+    # replicas over the cluster's nodes, so on several nodes one lost node leaves each model answering.
+    replicas: int = 1
     thresholds: dict[str, float] = field(default_factory=dict)
     # Where the detector and embedder networks run: "torch" in the replica, or "triton": a Triton server
     # at triton_url (host:port, HTTP) serving the repository `python -m deploy.triton.export` writes.

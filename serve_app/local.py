@@ -17,35 +17,40 @@ ROUTE = "/scan"
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
 
-def start_scanner(config: ScanConfig, http_port: int | None = None) -> tuple[str, str]:
-    """Start a local Ray instance and the scanner app on it; returns the Serve application's name and the
-    Ray cluster's address: the ingress (this process, or uvicorn workers that join this Ray instance)
-    calls the app by handle.
+def start_scanner(config: ScanConfig, http_port: int | None = None, ray_address: str = "") -> tuple[str, str]:
+    """Start the scanner app on Ray; returns the Serve application's name and the Ray cluster's address:
+    the ingress (this process, or uvicorn workers that join this Ray cluster) calls the app by handle.
 
-    With `http_port`, Ray's HTTP proxy also serves `POST /scan` on 127.0.0.1 (an ingress elsewhere can
-    post to it); without, no proxy runs at all: one process and one HTTP parse fewer per scan.
+    Without `ray_address` a Ray instance is started on this machine; with one (`host:port` of a running
+    cluster's GCS, e.g. a KubeRay head) the app is deployed onto that cluster instead, its replicas
+    spread over the cluster's nodes. With `http_port`, Ray's HTTP proxy also serves `POST /scan` on
+    127.0.0.1 (an ingress elsewhere can post to it); without, no proxy runs at all: one process and one
+    HTTP parse fewer per scan.
     """
     import ray
     from ray import serve
 
     from serve_app.app import build_app
 
-    # Two glibc heap arenas per process (Ray's processes inherit this). The load figures in
-    # docs/benchmarks.md were measured with it; a short A/B without it showed no clear RSS difference
-    # (4.00 vs 3.96 GiB, noisy).
-    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
-    ray.init(
-        num_cpus=os.cpu_count(),
-        include_dashboard=False,
-        object_store_memory=OBJECT_STORE_BYTES,
-        logging_level=logging.WARNING,
-        configure_logging=True,
-        ignore_reinit_error=True,
-        _system_config={
-            # No idle workers started ahead of time: every process here is a replica or Ray itself.
-            "enable_worker_prestart": False,
-        },
-    )
+    if ray_address:
+        ray.init(address=ray_address, logging_level=logging.WARNING, ignore_reinit_error=True)
+    else:
+        # Two glibc heap arenas per process (Ray's processes inherit this). The load figures in
+        # docs/benchmarks.md were measured with it; a short A/B without it showed no clear RSS
+        # difference (4.00 vs 3.96 GiB, noisy).
+        os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+        ray.init(
+            num_cpus=os.cpu_count(),
+            include_dashboard=False,
+            object_store_memory=OBJECT_STORE_BYTES,
+            logging_level=logging.WARNING,
+            configure_logging=True,
+            ignore_reinit_error=True,
+            _system_config={
+                # No idle workers started ahead of time: every process here is a replica or Ray itself.
+                "enable_worker_prestart": False,
+            },
+        )
     if http_port is None:
         serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
     else:
@@ -60,9 +65,12 @@ def start_scanner(config: ScanConfig, http_port: int | None = None) -> tuple[str
     return APP_NAME, ray.get_runtime_context().gcs_address
 
 
-def stop_scanner() -> None:
+def stop_scanner(attached: bool = False) -> None:
+    """Stop what `start_scanner` started. On a cluster it was attached to, the app stays up (other ingress
+    processes may call it; `serve deploy` owns its life there) and this process only disconnects."""
     import ray
     from ray import serve
 
-    serve.shutdown()
+    if not attached:
+        serve.shutdown()
     ray.shutdown()

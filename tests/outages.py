@@ -1,0 +1,113 @@
+"""Backends a test may take down: a private PostgreSQL cluster and a private Redis, on their own ports.
+
+The shared PostgreSQL and Redis on 127.0.0.1 serve every other test (and other checkouts), so an outage
+is staged on servers started here from the same binaries, in a temp dir, and stopped and started at will.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+import redis
+
+from tests.harness import free_port, unavailable
+
+
+def _pg_bin() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return versions[-1].parent if versions else None
+
+
+class PrivatePostgres:
+    """`initdb` + `pg_ctl` on a free port; PostgreSQL refuses to run as root, so root runs it as postgres."""
+
+    def __init__(self, root: Path) -> None:
+        bin_dir = _pg_bin()
+        if bin_dir is None:
+            unavailable("PostgreSQL server binaries (pg_ctl, initdb) not found")
+        self.bin = bin_dir
+        self.root, self.data = root, root / "data"
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        root.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres")
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        self.start()
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = [str(self.bin / tool), *args]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{tool} failed: {result.stdout}{result.stderr}")
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                psycopg.connect(self.url, connect_timeout=1).close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        """A fast shutdown: sessions are cut, as in a crash or a failover."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        except RuntimeError:
+            pass  # already stopped
+
+
+class PrivateRedis:
+    """A `redis-server` on a free port that keeps nothing on disk."""
+
+    def __init__(self, root: Path) -> None:
+        if shutil.which("redis-server") is None:
+            unavailable("redis-server not found")
+        self.root, self.port = root, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        root.mkdir(parents=True, exist_ok=True)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", str(self.root)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        client = redis.Redis.from_url(self.url)
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    close = stop
