@@ -16,20 +16,27 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from catalog_api.auth import KeyVerifier
-from catalog_api.cache import ResponseCache
-from catalog_api.db import make_async_engine
+from catalog_api.access.gate import V1Gate, is_v1
+from catalog_api.access.keys import KeyVerifier
+from catalog_api.access.ratelimit import make_rate_limiter
+from catalog_api.catalog import card_routes as cards
+from catalog_api.catalog import reference_routes as reference
+from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.deps import AppContext
-from catalog_api.envelope import error_response
-from catalog_api.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
-from catalog_api.gate import V1Gate, is_v1
-from catalog_api.pagination import CursorCodec
-from catalog_api.ratelimit import make_rate_limiter
-from catalog_api.routes import bench, cards, files, health, images, movers, reference, scan
-from catalog_api.scan_client import open_scan_client
-from catalog_api.secret_store import stored_secrets
-from catalog_api.settings import Settings, get_settings
-from catalog_api.snapshot import SnapshotHolder
+from catalog_api.kit.cache import ResponseCache
+from catalog_api.kit.db import make_async_engine
+from catalog_api.kit.envelope import error_response
+from catalog_api.kit.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
+from catalog_api.kit.pagination import CursorCodec
+from catalog_api.kit.secret_store import stored_secrets
+from catalog_api.kit.settings import Settings, get_settings
+from catalog_api.ops import bench_routes as bench
+from catalog_api.ops import health_routes as health
+from catalog_api.ops import image_routes as images
+from catalog_api.prices import file_routes as files
+from catalog_api.prices import movers_routes as movers
+from catalog_api.scan import routes as scan
+from catalog_api.scan.client import open_scan_client
 
 NOT_MODIFIED: dict[str, Any] = {
     "description": "Not Modified: `If-None-Match` matched the ETag; no body",

@@ -40,7 +40,8 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from catalog_api.errors import APIError
+from catalog_api.kit.errors import APIError
+from catalog_api.scan.intake import MAX_IMAGE_BYTES
 from models.geometry import half_turn, rectify, shrink
 from serve_app.config import ScanConfig, resolve_device
 from serve_app.decoding import decode_photo, decode_photo_tensor
@@ -53,7 +54,6 @@ from serve_app.fusion import (
     decide,
     footer_candidates,
 )
-from serve_app.intake import MAX_IMAGE_BYTES
 
 log = logging.getLogger("cardcat.scan")
 INDEX_RECHECK_S = 2.0

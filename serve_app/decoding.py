@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageOps
 
-from catalog_api.errors import APIError, UnsupportedImage
+from catalog_api.kit.errors import APIError, UnsupportedImage
 
 DEFAULT_MAX_PIXELS = 40_000_000
 ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP")

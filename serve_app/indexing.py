@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from catalog_api.images import ImageStore
-from catalog_api.models import Card, Expansion
-from catalog_api.settings import Settings
+from catalog_api.kit.images import ImageStore
+from catalog_api.kit.models import Card, Expansion
+from catalog_api.kit.settings import Settings
 
 
 def print_records(engine: Engine, card_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:

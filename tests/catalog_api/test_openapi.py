@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from catalog_api.app import create_app
-from catalog_api.settings import Settings
+from catalog_api.kit.settings import Settings
 
 PINNED = Path(__file__).with_name("openapi.json")
 

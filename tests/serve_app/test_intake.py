@@ -31,9 +31,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from catalog_api.errors import APIError, UnsupportedImage, URLFetchFailed, URLNotAllowed
-from serve_app.decoding import decode_image
-from serve_app.intake import (
+from catalog_api.kit.errors import APIError, UnsupportedImage, URLFetchFailed, URLNotAllowed
+from catalog_api.scan.intake import (
     MAX_IMAGE_BYTES,
     FetchPolicy,
     _fetch_pinned,
@@ -43,6 +42,7 @@ from serve_app.intake import (
     parse_host_literal,
     read_scan_upload,
 )
+from serve_app.decoding import decode_image
 from tests.harness import ServerThread
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)

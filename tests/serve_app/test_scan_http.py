@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from catalog_api.schemas import Envelope, ScanResult
+from catalog_api.kit.schemas import Envelope, ScanResult
 from tests.catalog_api.helpers import failed, ok
 from tests.harness import Service, launch_scanner, require_shared
 
