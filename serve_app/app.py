@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from catalog_api.kit.errors import APIError
-from catalog_api.scan.intake import MAX_IMAGE_BYTES
+from catalog_api.kit.photo import MAX_IMAGE_BYTES
 from models.geometry import half_turn, rectify, shrink
 from serve_app.config import ScanConfig, resolve_device
 from serve_app.decoding import decode_photo, decode_photo_tensor

@@ -18,7 +18,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from catalog_api.ingest.feed import footer_line, normalize_number
+from catalog_api.kit.cardtext import footer_line, normalize_number
 
 MAX_MATCHES = 5
 

@@ -25,7 +25,7 @@ from catalog_api.kit.models import (
     Series,
 )
 from catalog_api.kit.pagination import PositionShape
-from catalog_api.prices.price_sync import CONDITION_ORDER
+from catalog_api.kit.vocabulary import CONDITION_ORDER
 
 RECHECK_S = 1.0
 

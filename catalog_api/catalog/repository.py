@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from catalog_api.catalog import records
 from catalog_api.kit.models import Card, CardMover, CardPriceCurrent, CardVariant
 from catalog_api.kit.pagination import PositionShape, sendable
+from catalog_api.kit.vocabulary import CONDITION_ORDER
 from catalog_api.prices.movers import WINDOWS
-from catalog_api.prices.price_sync import CONDITION_ORDER
 
 SUMMARY_COLUMNS = (
     Card.id,

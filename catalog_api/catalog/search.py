@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
 
-from catalog_api.ingest.feed import normalize_number
+from catalog_api.kit.cardtext import normalize_number
 from catalog_api.kit.pagination import PositionShape
 
 MIN_SCORE = 0.6

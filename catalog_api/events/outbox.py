@@ -36,14 +36,11 @@ from catalog_api.kit.models import (
     Series,
     WebhookEndpoint,
 )
-from catalog_api.prices.price_sync import CONDITION_ORDER
+from catalog_api.kit.vocabulary import CONDITION_ORDER, GAME
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from catalog_api.ingest.catalog_sync import SyncReport
-
-GAME = "cardgame"
 CHUNK_SIZE = 500
 
 Record = dict[str, Any]
@@ -150,36 +147,7 @@ def prune(engine: Engine, older_than: timedelta, now: datetime | None = None) ->
         return conn.execute(delete(Event).where(Event.created_at < cutoff, Event.seq.not_in(owed))).rowcount
 
 
-def emit_catalog_changes(session: Session, report: SyncReport, public_url: str) -> list[str]:
-    """Every event a catalog sync causes, from its report, with records read after the write.
-
-    Parents come first (series, expansions, then cards, then products), so a mirror applying them in
-    order never sees a card before its expansion. An expansion whose only change is its release date is
-    `expansions.updated`; the cards it re-sorts are not `cards.updated` (no card record changed)."""
-    ids: list[str] = []
-    ids += emit(session, "series.created", "series", series_event_records(session, report.series_created))
-    ids += emit(session, "series.updated", "series", series_event_records(session, report.series_updated))
-    for action, changed in (("created", report.expansions_created), ("updated", report.expansions_updated)):
-        ids += emit(session, f"expansions.{action}", "expansions", expansion_event_records(session, changed))
-    card_ids = [*report.cards_created, *report.cards_updated]
-    ids += emit_batches(
-        session,
-        "cards.updated",
-        "cards",
-        len(card_ids),
-        (card_event_records(session, batch, public_url) for batch in _slices(card_ids)),
-    )
-    deleted = [
-        {"card_id": card_id, "variant_id": variant_id} for card_id, variant_id in report.variants_deleted
-    ]
-    ids += emit(session, "card_variants.deleted", "variants", deleted)
-    products = product_event_records(session, report.products_updated, public_url)
-    ids += emit(session, "products.updated", "products", products)
-    ids += emit(session, "products.removed", "product_ids", list(report.products_removed))
-    return ids
-
-
-def _slices(items: Sequence[Any], size: int = CHUNK_SIZE) -> Iterator[Sequence[Any]]:
+def slices(items: Sequence[Any], size: int = CHUNK_SIZE) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -200,7 +168,7 @@ def card_event_records(session: Session, card_ids: Sequence[str], public_url: st
     cards: dict[str, Any] = {}
     variants: dict[str, list[Any]] = {}
     prices: dict[int, list[Any]] = {}
-    for batch in _slices(list(dict.fromkeys(card_ids))):
+    for batch in slices(list(dict.fromkeys(card_ids))):
         cards.update((row.id, row) for row in session.execute(select(*columns).where(Card.id.in_(batch))))
         rows = session.execute(
             select(*CardVariant.__table__.c)
@@ -209,7 +177,7 @@ def card_event_records(session: Session, card_ids: Sequence[str], public_url: st
         ).all()
         for variant in rows:
             variants.setdefault(variant.card_id, []).append(variant)
-        for id_batch in _slices([variant.id for variant in rows]):
+        for id_batch in slices([variant.id for variant in rows]):
             stmt = select(*CardPriceCurrent.__table__.c).where(CardPriceCurrent.variant_id.in_(id_batch))
             for price in session.execute(stmt):
                 prices.setdefault(price.variant_id, []).append(price)
@@ -237,7 +205,7 @@ def product_event_records(session: Session, product_ids: Sequence[int], public_u
     del public_url
     products: dict[int, Any] = {}
     prices: dict[int, list[Any]] = {}
-    for batch in _slices(list(dict.fromkeys(product_ids))):
+    for batch in slices(list(dict.fromkeys(product_ids))):
         products.update(
             (row.id, row)
             for row in session.execute(select(*Product.__table__.c).where(Product.id.in_(batch)))
@@ -261,7 +229,7 @@ def product_event_records(session: Session, product_ids: Sequence[int], public_u
 def expansion_event_records(session: Session, expansion_ids: Sequence[str]) -> list[Record]:
     """Expansion records, in the order given (unknown ids are left out)."""
     rows: dict[str, Any] = {}
-    for batch in _slices(list(dict.fromkeys(expansion_ids))):
+    for batch in slices(list(dict.fromkeys(expansion_ids))):
         stmt = select(*Expansion.__table__.c).where(Expansion.id.in_(batch))
         rows.update((row.id, row) for row in session.execute(stmt))
     return [records.expansion_record(rows[eid]) for eid in expansion_ids if eid in rows]

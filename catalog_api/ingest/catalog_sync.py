@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,8 +20,9 @@ from tqdm import tqdm
 from catalog_api.events import outbox as events
 from catalog_api.ingest import feed
 from catalog_api.ingest.palette import palette_of
+from catalog_api.kit.feed_state import mark_synced
 from catalog_api.kit.images import ImageStore, source_faces
-from catalog_api.kit.models import Card, CardVariant, Expansion, FeedState, Product, ProductExpansion, Series
+from catalog_api.kit.models import Card, CardVariant, Expansion, Product, ProductExpansion, Series
 from catalog_api.kit.settings import get_settings
 
 T = TypeVar("T")
@@ -159,7 +159,7 @@ def sync_catalog(
         )
         _sync_cards(session, source, image_store, images_dir, report, progress)
         report.quiet_updates += _sync_products(session, source, report)
-        events.emit_catalog_changes(session, report, public_url or get_settings().public_url)
+        emit_catalog_changes(session, report, public_url or get_settings().public_url)
         changed = report.changed or bool(report.palettes_written or report.quiet_updates)
         mark_synced(session, "catalog", changed, report.summary())
     return report
@@ -317,17 +317,36 @@ def _sync_products(session: Session, source: Path, report: SyncReport) -> int:
     return quiet
 
 
-def mark_synced(
-    session: Session, feed_name: str, changed: bool, details: dict[str, Any], observed_on: str | None = None
-) -> None:
-    """Record a successful sync of one feed; a change (or the first sync) moves its version, which is
-    what every worker's read cache and snapshot key on."""
-    state = session.get(FeedState, feed_name)
-    if state is None:
-        state = FeedState(feed=feed_name, version=0)
-        session.add(state)
-    state.synced_at = datetime.now(UTC)
-    state.observed_on = observed_on
-    if changed or state.version == 0:
-        state.version = (state.version or 0) + 1
-    state.details = details
+def emit_catalog_changes(session: Session, report: SyncReport, public_url: str) -> list[str]:
+    """Every event a catalog sync causes, from its report, with records read after the write.
+
+    Parents come first (series, expansions, then cards, then products), so a mirror applying them in
+    order never sees a card before its expansion. An expansion whose only change is its release date is
+    `expansions.updated`; the cards it re-sorts are not `cards.updated` (no card record changed)."""
+    ids: list[str] = []
+    ids += events.emit(
+        session, "series.created", "series", events.series_event_records(session, report.series_created)
+    )
+    ids += events.emit(
+        session, "series.updated", "series", events.series_event_records(session, report.series_updated)
+    )
+    for action, changed in (("created", report.expansions_created), ("updated", report.expansions_updated)):
+        ids += events.emit(
+            session, f"expansions.{action}", "expansions", events.expansion_event_records(session, changed)
+        )
+    card_ids = [*report.cards_created, *report.cards_updated]
+    ids += events.emit_batches(
+        session,
+        "cards.updated",
+        "cards",
+        len(card_ids),
+        (events.card_event_records(session, batch, public_url) for batch in events.slices(card_ids)),
+    )
+    deleted = [
+        {"card_id": card_id, "variant_id": variant_id} for card_id, variant_id in report.variants_deleted
+    ]
+    ids += events.emit(session, "card_variants.deleted", "variants", deleted)
+    products = events.product_event_records(session, report.products_updated, public_url)
+    ids += events.emit(session, "products.updated", "products", products)
+    ids += events.emit(session, "products.removed", "product_ids", list(report.products_removed))
+    return ids

@@ -24,10 +24,11 @@ from typing import Any
 
 import orjson
 
+from catalog_api.kit.cardtext import normalize_number
+
 FEED_FILES = ("series", "expansions", "cards", "products")
 NAME_LANGUAGE_FALLBACK = ("fr", "de", "it", "es", "pt", "nl", "pl", "ja")
 ASCII_FOLD = str.maketrans({"×": "x", "−": "-", "＋": "+", "–": "-"})
-_DIGITS = re.compile(r"\d+")
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -47,28 +48,6 @@ def feed_path(directory: Path, name: str) -> Path:
 
 def content_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(record, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def normalize_number(number: str | None) -> str | None:
-    if number is None:
-        return None
-    head = number.split("/", 1)[0].strip()
-    return _DIGITS.sub(lambda m: str(int(m.group())), head) or None
-
-
-def printed_number(number: str, total: Any) -> str:
-    """The collector number the way a card prints it (`../shared/tools/cardrender.py`): '25' of 198 is
-    '025/198'; numbers that are not plain digits ('TG05') print as they are."""
-    if total and number.isdigit():
-        width = max(3, len(str(int(total))))
-        return f"{int(number):0{width}d}/{int(total):0{width}d}"
-    return number
-
-
-def footer_line(set_code: str | None, number: str | None, total: Any) -> str:
-    """A card's printed footer line: 'SSP 025/191', or '025/102' where the expansion prints a symbol."""
-    printed = printed_number(str(number or ""), total)
-    return f"{set_code} {printed}" if set_code else printed
 
 
 def card_name(record: dict[str, Any]) -> str:

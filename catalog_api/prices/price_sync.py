@@ -31,11 +31,15 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
+from catalog_api.events import outbox as events
+from catalog_api.kit.feed_state import mark_synced
 from catalog_api.kit.models import CardVariant, PriceFile, Product
 from catalog_api.kit.settings import Settings
+from catalog_api.prices import movers
+from catalog_api.prices import snapshot_files as snapshots
 
 PRICE_FIELDS = ("market", "low", "high", "listing_count")
-CONDITION_ORDER = {"NM": 0, "LP": 1, "MP": 2, "HP": 3, "DMG": 4}
+
 CardRow = tuple[int, str, str, int | None, int | None, int | None, int | None]
 ProductRow = tuple[int, str, str, str, int | None, int | None, int | None, int | None]
 
@@ -291,11 +295,6 @@ def _current_products(conn: Connection) -> dict[tuple[Any, ...], tuple[Any, ...]
 def sync_prices(engine: Engine, source: Path, settings: Settings, progress: bool = True) -> PriceReport:
     """Load every daily file under `source` (see the module docstring), then recompute movers, publish
     the newest day's snapshots and emit the events, all in one transaction."""
-    from catalog_api.events import outbox as events
-    from catalog_api.ingest.catalog_sync import mark_synced
-    from catalog_api.prices import movers
-    from catalog_api.prices import snapshot_files as snapshots
-
     report = PriceReport()
     files = feed_files(source)
     report.files_seen = len(files)

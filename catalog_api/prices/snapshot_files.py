@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from catalog_api.events import outbox as events
 from catalog_api.kit.models import PriceSnapshot
 from catalog_api.kit.settings import Settings
-from catalog_api.prices.price_sync import CONDITION_ORDER
+from catalog_api.kit.vocabulary import CONDITION_ORDER
 
 KINDS = ("card_prices", "product_prices")
 _QUERIES = {

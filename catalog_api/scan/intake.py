@@ -37,11 +37,11 @@ from catalog_api.kit.errors import (
     URLFetchFailed,
     URLNotAllowed,
 )
+from catalog_api.kit.photo import MAX_IMAGE_BYTES
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-MAX_IMAGE_BYTES = 10 * 1024 * 1024
 # Multipart framing (boundaries, part headers, small extra fields) on top of the image itself.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
 # A JSON scan body only carries a URL; nothing legitimate comes close to this.

@@ -20,12 +20,12 @@ from catalog_api.kit.envelope import data_response
 from catalog_api.kit.errors import ScanUnavailable
 from catalog_api.kit.images import image_urls
 from catalog_api.kit.models import Card, Expansion
+from catalog_api.kit.photo import probe_image
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope, ScanResult
+from catalog_api.kit.vocabulary import GAME
 from catalog_api.scan.intake import read_scan_upload
-from serve_app.decoding import probe_image
 
 router = APIRouter(prefix="/v1", tags=["scan"])
-GAME = "cardgame"
 SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     413: {"model": ErrorEnvelope, "description": "payload_too_large"},
