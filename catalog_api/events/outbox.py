@@ -2,7 +2,7 @@
 
 `emit` writes each event's delivery body (exactly the JSON that will be sent and signed) into `events`
 and a `deliveries` row beside it for every active webhook endpoint, so a change and its events commit
-together or not at all; `catalog_api.events.webhooks` sends them later. The record helpers build the payloads
+together or not at all; `catalog_api.events.deliverer` sends them later. The record helpers build the payloads
 with `catalog_api.catalog.records`, the same shapes the `/v1` reads serve.
 
 A group of more than CHUNK_SIZE records is split into several events of at most CHUNK_SIZE records,

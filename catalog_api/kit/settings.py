@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     snapshot_url_ttl_s: int = 30 * 24 * 3600
     # Serve the benchmark's static ceiling route (`/v1/_bench/static`); off in production.
     bench_routes: bool = False
-    # Outbound events (catalog_api.events.webhooks). `cardcat serve` runs the deliverer beside the API
+    # Outbound events (catalog_api.events.deliverer). `cardcat serve` runs the deliverer beside the API
     # unless off.
     deliver_events: bool = True
     # Webhook URLs must resolve to public addresses unless this allows private ones (internal receivers,

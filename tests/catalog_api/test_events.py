@@ -41,7 +41,7 @@ from sqlalchemy import Engine
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from catalog_api.catalog.readmodel import RECHECK_S
-from catalog_api.events.webhooks import (
+from catalog_api.events.deliverer import (
     URLRefused,
     add_endpoint,
     backoff_s,

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from catalog_api.events.webhooks import MAX_RETRY_AFTER_S, parse_retry_after
+from catalog_api.events.deliverer import MAX_RETRY_AFTER_S, parse_retry_after
 from catalog_api.kit.pagination import CursorCodec, PositionShape, parse_query_int
 from catalog_api.kit.settings import Settings
 from catalog_api.prices import snapshot_files as snapshots
