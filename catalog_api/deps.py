@@ -16,7 +16,7 @@ from catalog_api.kit.envelope import conditional_response, data_response, envelo
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.settings import Settings
 from catalog_api.scan.client import ScanClient
-from catalog_api.scan.intake import FetchPolicy
+from catalog_api.scan.url_fetch import FetchPolicy
 
 
 @dataclass

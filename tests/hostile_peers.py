@@ -264,7 +264,8 @@ def intake_app(ca_file: str, timeout_s: float) -> Any:
     from starlette.routing import Route
 
     from catalog_api.kit.errors import APIError
-    from catalog_api.scan.intake import FetchPolicy, read_scan_upload
+    from catalog_api.scan.intake import read_scan_upload
+    from catalog_api.scan.url_fetch import FetchPolicy
 
     policy = FetchPolicy(
         timeout_s=timeout_s, allowed_networks=(ipaddress.ip_network("127.0.0.1/32"),), ca_file=ca_file

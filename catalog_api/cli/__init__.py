@@ -201,7 +201,7 @@ def webhooks() -> None:
 @click.argument("url")
 def webhooks_add(url: str) -> None:
     """Subscribe URL to every event from now on; the signing secret is the last line of output."""
-    from catalog_api.events.deliverer import URLRefused, add_endpoint
+    from catalog_api.events.endpoints import URLRefused, add_endpoint
     from catalog_api.kit.db import make_engine
 
     settings = get_settings()
@@ -219,7 +219,7 @@ def webhooks_add(url: str) -> None:
 @webhooks.command("list")
 def webhooks_list() -> None:
     """Every endpoint: id, url, status, created, events pending, events delivered."""
-    from catalog_api.events.deliverer import list_endpoints
+    from catalog_api.events.endpoints import list_endpoints
     from catalog_api.kit.db import make_engine
 
     engine = make_engine(get_settings())
@@ -235,7 +235,7 @@ def webhooks_list() -> None:
 @click.argument("endpoint_id", type=int)
 def webhooks_remove(endpoint_id: int) -> None:
     """Remove an endpoint and the deliveries it is still owed."""
-    from catalog_api.events.deliverer import remove_endpoint
+    from catalog_api.events.endpoints import remove_endpoint
     from catalog_api.kit.db import make_engine
 
     engine = make_engine(get_settings())
@@ -250,7 +250,7 @@ def webhooks_remove(endpoint_id: int) -> None:
 @click.argument("endpoint_id", type=int)
 def webhooks_enable(endpoint_id: int) -> None:
     """Re-enable a disabled endpoint; it resumes from its oldest undelivered event."""
-    from catalog_api.events.deliverer import enable_endpoint
+    from catalog_api.events.endpoints import enable_endpoint
     from catalog_api.kit.db import make_engine
 
     engine = make_engine(get_settings())

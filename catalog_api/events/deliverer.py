@@ -1,4 +1,4 @@
-"""Webhook endpoints, Standard Webhooks signing, and the deliverer that drains the outbox.
+"""The deliverer that drains the outbox to the webhook endpoints (`endpoints.py`), signed (`signing.py`).
 
 Delivery is at least once: a delivery is marked delivered only after the receiver's 2xx, so a crash
 mid-flight sends it again (receivers dedupe by `webhook-id`, the event id). Each endpoint gets its events
@@ -32,36 +32,29 @@ down instead of hammering it once per event.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
 import logging
 import random
 import re
-import secrets
-import socket
 import threading
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import Connection, Engine, delete, func, insert, select, tuple_, update
+from sqlalchemy import Connection, Engine, func, select, tuple_, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from catalog_api.events.endpoints import URLRefused, endpoint_target, resolve
+from catalog_api.events.signing import signed_headers
 from catalog_api.kit.models import Delivery, Event, WebhookEndpoint
+from catalog_api.kit.netguard import IPAddress, Target
 from catalog_api.kit.settings import Settings
-from catalog_api.scan.intake import IPAddress, is_public_address, parse_host_literal
 
 log = logging.getLogger("cardcat.webhooks")
 
-SECRET_PREFIX = "whsec_"
-USER_AGENT = "cardcat-webhooks/1"
 # A receiver's Retry-After is honoured up to this long (a larger value is taken as this).
 MAX_RETRY_AFTER_S = 24 * 3600.0
 # An error text is stored with the attempt: this long at most, without control characters or lone
@@ -69,202 +62,6 @@ MAX_RETRY_AFTER_S = 24 * 3600.0
 MAX_ERROR_CHARS = 500
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
 _DELAY_SECONDS = re.compile(r"[0-9]+")
-_HOSTNAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
-
-
-class URLRefused(ValueError):
-    """A webhook URL that may not be used (scheme, form, or the addresses it resolves to)."""
-
-
-# --- signing (Standard Webhooks) ---------------------------------------------------------------------
-
-
-def new_secret() -> str:
-    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
-
-
-def sign(secret: str, msg_id: str, timestamp: int, body: str) -> str:
-    """`webhook-signature`: `v1,` + base64 HMAC-SHA256 of `{id}.{timestamp}.{body}`, keyed by the
-    base64-decoded secret."""
-    key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
-    digest = hmac.new(key, f"{msg_id}.{timestamp}.{body}".encode(), hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
-
-
-def signed_headers(secret: str, event_id: str, body: str, now: float | None = None) -> dict[str, str]:
-    timestamp = int(time.time() if now is None else now)
-    return {
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        "webhook-id": event_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(secret, event_id, timestamp, body),
-    }
-
-
-# --- URLs --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    scheme: str
-    host: str  # ASCII host name, or the text of an IP literal
-    port: int
-    path: str  # path and query, as sent
-    literal: IPAddress | None
-
-    @property
-    def host_header(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        default = 443 if self.scheme == "https" else 80
-        return host if self.port == default else f"{host}:{self.port}"
-
-    def url_for(self, ip: IPAddress) -> str:
-        host = f"[{ip}]" if ip.version == 6 else str(ip)
-        return f"{self.scheme}://{host}:{self.port}{self.path}"
-
-
-def parse_url(url: str) -> Target:
-    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
-        raise URLRefused("the URL contains spaces or control characters")
-    try:
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        port = parts.port or (443 if scheme == "https" else 80)
-    except ValueError:
-        raise URLRefused("the URL could not be parsed") from None
-    if scheme not in ("http", "https"):
-        raise URLRefused("only http and https URLs are accepted")
-    if "@" in parts.netloc:
-        raise URLRefused("the URL must not carry a user name or password")
-    host = parts.hostname or ""
-    if not host:
-        raise URLRefused("the URL has no host")
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if parts.netloc.startswith("["):
-        literal = parse_host_literal(host) if ":" in host else None
-        if literal is None:
-            raise URLRefused("the URL's IPv6 address is not valid")
-        return Target(scheme, str(literal), port, path, literal)
-    try:
-        host = host.encode("idna").decode("ascii").lower().removesuffix(".")
-    except UnicodeError:
-        raise URLRefused("the URL's host name is not valid") from None
-    if len(host) > 253 or not _HOSTNAME.match(host):
-        raise URLRefused("the URL's host name is not valid")
-    literal = parse_host_literal(host)
-    return Target(scheme, str(literal) if literal else host, port, path, literal)
-
-
-def resolve(target: Target, allow_private: bool) -> list[IPAddress]:
-    """The addresses to connect to; every one must be public unless private targets are allowed."""
-    if target.literal is not None:
-        addresses = [target.literal]
-    else:
-        try:
-            infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError):
-            raise URLRefused(f"the host {target.host} could not be resolved") from None
-        addresses = []
-        for info in infos:
-            ip = parse_host_literal(str(info[4][0]))
-            if ip is not None and ip not in addresses:
-                addresses.append(ip)
-        if not addresses:
-            raise URLRefused(f"the host {target.host} could not be resolved")
-    if not allow_private and not all(is_public_address(ip) for ip in addresses):
-        raise URLRefused(
-            f"the host {target.host} resolves to a non-public address "
-            "(set CARDCAT_WEBHOOKS_ALLOW_PRIVATE=true to allow private targets)"
-        )
-    return addresses
-
-
-# --- endpoints ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EndpointInfo:
-    id: int
-    url: str
-    created_at: datetime
-    disabled_at: datetime | None
-    disabled_reason: str | None
-    pending: int
-    delivered: int
-
-    @property
-    def status(self) -> str:
-        return "active" if self.disabled_at is None else f"disabled ({self.disabled_reason})"
-
-
-def aware(moment: datetime) -> datetime:
-    """SQLite hands datetimes back without a zone; everything is stored in UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def add_endpoint(engine: Engine, url: str, allow_private: bool) -> tuple[int, str]:
-    """Register a receiver for every event emitted from now on; returns its id and signing secret."""
-    resolve(parse_url(url), allow_private)
-    secret = new_secret()
-    with engine.begin() as conn:
-        endpoint_id = conn.execute(
-            insert(WebhookEndpoint)
-            .values(url=url, secret=secret, created_at=datetime.now(UTC))
-            .returning(WebhookEndpoint.id)
-        ).scalar_one()
-    return int(endpoint_id), secret
-
-
-def list_endpoints(engine: Engine) -> list[EndpointInfo]:
-    with engine.connect() as conn:
-        counts = {
-            (endpoint_id, done): n
-            for endpoint_id, done, n in conn.execute(
-                select(Delivery.endpoint_id, Delivery.delivered_at.is_not(None), func.count()).group_by(
-                    Delivery.endpoint_id, Delivery.delivered_at.is_not(None)
-                )
-            )
-        }
-        rows = conn.execute(select(*WebhookEndpoint.__table__.c).order_by(WebhookEndpoint.id)).all()
-    return [
-        EndpointInfo(
-            row.id,
-            row.url,
-            aware(row.created_at),
-            row.disabled_at,
-            row.disabled_reason,
-            counts.get((row.id, False), 0),
-            counts.get((row.id, True), 0),
-        )
-        for row in rows
-    ]
-
-
-def remove_endpoint(engine: Engine, endpoint_id: int) -> bool:
-    with engine.begin() as conn:
-        conn.execute(delete(Delivery).where(Delivery.endpoint_id == endpoint_id))
-        return bool(conn.execute(delete(WebhookEndpoint).where(WebhookEndpoint.id == endpoint_id)).rowcount)
-
-
-def enable_endpoint(engine: Engine, endpoint_id: int) -> bool:
-    """Re-enable a disabled endpoint: its pending events are retried now, with a fresh retry budget."""
-    now = datetime.now(UTC)
-    with engine.begin() as conn:
-        found = conn.execute(
-            update(WebhookEndpoint)
-            .where(WebhookEndpoint.id == endpoint_id)
-            .values(disabled_at=None, disabled_reason=None)
-        ).rowcount
-        conn.execute(
-            update(Delivery)
-            .where(Delivery.endpoint_id == endpoint_id, Delivery.delivered_at.is_(None))
-            .values(attempts=0, next_attempt_at=now)
-        )
-    return bool(found)
-
-
-# --- delivery ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -395,7 +192,7 @@ class Poster(AbstractContextManager["Poster"]):
 
 async def _post(client: httpx.AsyncClient, job: Job, settings: Settings) -> Outcome:
     try:
-        target = parse_url(job.url)
+        target = endpoint_target(job.url)
         addresses = resolve(target, settings.webhooks_allow_private)
     except URLRefused as exc:
         return Outcome(None, str(exc))

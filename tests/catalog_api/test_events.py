@@ -41,13 +41,8 @@ from sqlalchemy import Engine
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from catalog_api.catalog.readmodel import RECHECK_S
-from catalog_api.events.deliverer import (
-    URLRefused,
-    add_endpoint,
-    backoff_s,
-    parse_retry_after,
-    remove_endpoint,
-)
+from catalog_api.events.deliverer import backoff_s, parse_retry_after
+from catalog_api.events.endpoints import URLRefused, add_endpoint, remove_endpoint
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from catalog_api.kit.db import make_engine
 from catalog_api.kit.settings import Settings

@@ -25,7 +25,7 @@ import pytest
 from catalog_api.kit.errors import URLNotAllowed
 from catalog_api.kit.settings import Settings
 from catalog_api.prices.snapshot_files import sign
-from catalog_api.scan.intake import FetchPolicy, fetch_image_url
+from catalog_api.scan.url_fetch import FetchPolicy, fetch_image_url
 from tests.harness import Service, launch
 
 NEVER_PROVOKED = {"429", "500"}
