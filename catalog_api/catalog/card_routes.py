@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from catalog_api.catalog import records, repository
@@ -55,33 +57,38 @@ async def _card_page(
     size = parse_limit(limit)
     extras = parse_include(include)
     scope = ["cards", expansion_id, q]
-    if q is not None:
-        shape = SORT_KEY_SHAPE
-    else:
+    with_metadata = "metadata" in extras
+    scores: list[float] | None = None
+    rows: Sequence[Any] = []
+    variants: dict[str, list[dict[str, Any]]] = {}
+    changes: dict[str, list[dict[str, Any]]] = {}
+    if q is None:
         shape = repository.GLOBAL_SHAPE if expansion_id is None else repository.EXPANSION_SHAPE
-    after = context.cursors.decode(cursor, scope, shape)
-    async with context.engine.connect() as conn:
-        if q is None:
+        after = context.cursors.decode(cursor, scope, shape)
+        async with context.engine.connect() as conn:
             rows, position = await repository.catalog_page(
-                conn, expansion_id=expansion_id, after=after, limit=size, with_metadata="metadata" in extras
+                conn, expansion_id=expansion_id, after=after, limit=size, with_metadata=with_metadata
             )
-            scores: list[float] | None = None
-        else:
-            snapshot = await context.snapshots.get()
-            keep = (
-                None
-                if expansion_id is None
-                else (lambda card_id: snapshot.card_expansion.get(card_id) == expansion_id)
-            )
-            hits = snapshot.card_search.search(q, keep)
-            start = (after[0], after[1]) if after is not None else None
-            chosen, more = page_after(hits, start, size)
-            rows = await repository.cards_by_ids(conn, [hit.id for hit in chosen], "metadata" in extras)
-            scores = [hit.score for hit in chosen]
-            position = list(chosen[-1].sort_key) if more and chosen else None
-        ids = [row.id for row in rows]
-        variants = await repository.variants_for(conn, ids) if "variants" in extras else {}
-        changes = await repository.changes_for(conn, ids) if "change" in extras else {}
+            variants, changes = await _extras(conn, [row.id for row in rows], extras)
+    else:
+        after = context.cursors.decode(cursor, scope, SORT_KEY_SHAPE)
+        # The search runs in memory on the worker's read model; the database is asked only for the
+        # page's rows, and not at all when nothing matched.
+        snapshot = await context.snapshots.get()
+        keep = (
+            None
+            if expansion_id is None
+            else (lambda card_id: snapshot.card_expansion.get(card_id) == expansion_id)
+        )
+        hits = snapshot.card_search.search(q, keep)
+        start = (after[0], after[1]) if after is not None else None
+        chosen, more = page_after(hits, start, size)
+        scores = [hit.score for hit in chosen]
+        position = list(chosen[-1].sort_key) if more and chosen else None
+        if chosen:
+            async with context.engine.connect() as conn:
+                rows = await repository.cards_by_ids(conn, [hit.id for hit in chosen], with_metadata)
+                variants, changes = await _extras(conn, [row.id for row in rows], extras)
     public_url = context.settings.public_url
     items: list[dict[str, Any]] = []
     for index, row in enumerate(rows):
@@ -97,6 +104,15 @@ async def _card_page(
         items.append(item)
     next_cursor = context.cursors.encode(scope, position) if position is not None else None
     return page(items, next_cursor)
+
+
+async def _extras(
+    conn: AsyncConnection, ids: list[str], extras: set[str]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """The page's printings and price changes, when asked for."""
+    variants = await repository.variants_for(conn, ids) if "variants" in extras else {}
+    changes = await repository.changes_for(conn, ids) if "change" in extras else {}
+    return variants, changes
 
 
 @router.get("/{card_id}", response_model=Envelope[Card], responses={**BY_ID, **NOT_FOUND})

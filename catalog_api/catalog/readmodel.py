@@ -13,10 +13,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from catalog_api.catalog import records
+from catalog_api.catalog import records, repository
 from catalog_api.catalog.search import SearchIndex
 from catalog_api.kit.models import (
-    Card,
     Expansion,
     FeedState,
     Product,
@@ -60,7 +59,7 @@ async def feed_versions(engine: AsyncEngine) -> tuple[tuple[str, int], ...]:
 
 async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapshot:
     async with engine.connect() as conn:
-        cards = (await conn.execute(select(Card.id, Card.name, Card.number, Card.expansion_id))).all()
+        cards = await repository.searchable_cards(conn)
         expansion_rows = (
             await conn.execute(select(*Expansion.__table__.c).order_by(Expansion.release_date, Expansion.id))
         ).all()

@@ -1,4 +1,8 @@
-"""All card SQL. Pages are keyset scans on the catalog-order indexes; variants come in one query a page."""
+"""All card SQL. Pages are keyset scans on the catalog-order indexes; variants come in one query a page.
+
+Also the card queries of the other readers: the search index's rows (`readmodel`), the fields a scan
+answer shows (`scan.routes`), and the print of every imaged card that the scanner's index is built from
+(`serve_app.indexing`, which runs it on the blocking engine)."""
 
 from __future__ import annotations
 
@@ -6,11 +10,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Row, Text, cast, select, tuple_
+from sqlalchemy import Connection, Row, Text, cast, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog_api.catalog import records
-from catalog_api.kit.models import Card, CardMover, CardPriceCurrent, CardVariant
+from catalog_api.kit.models import Card, CardMover, CardPriceCurrent, CardVariant, Expansion
 from catalog_api.kit.pagination import PositionShape, sendable
 from catalog_api.kit.vocabulary import CONDITION_ORDER
 from catalog_api.prices.movers import WINDOWS
@@ -169,3 +173,46 @@ async def movers_page(
     rows = rows[:limit]
     position = [rows[-1][1]] if more and rows else None
     return [row[0] for row in rows], position
+
+
+async def searchable_cards(conn: AsyncConnection) -> Sequence[Any]:
+    """Every card's id, name, number and expansion: what the in-memory search index is built from."""
+    return (await conn.execute(select(Card.id, Card.name, Card.number, Card.expansion_id))).all()
+
+
+async def scan_card_rows(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, Any]:
+    """The fields a scan answer shows for each card id still in the catalog, by id."""
+    stmt = (
+        select(
+            Card.id,
+            Card.name,
+            Card.category,
+            Card.rarity,
+            Card.number,
+            Card.image_key,
+            Expansion.id,
+            Expansion.name,
+        )
+        .join(Expansion, Expansion.id == Card.expansion_id)
+        .where(Card.id.in_(ids))
+    )
+    return {row[0]: row for row in (await conn.execute(stmt)).all()}
+
+
+def imaged_card_prints(conn: Connection) -> Sequence[Any]:
+    """Each card with a face in the image store, with what its print shows (blocking: index builds)."""
+    stmt = (
+        select(
+            Card.id,
+            Card.name,
+            Card.number,
+            Card.illustrator,
+            Card.image_key,
+            Expansion.code,
+            Expansion.card_count_official,
+        )
+        .join(Expansion, Expansion.id == Card.expansion_id)
+        .where(Card.image_key.is_not(None))
+        .order_by(Card.id)
+    )
+    return conn.execute(stmt).all()

@@ -5,18 +5,19 @@ Ray in its own process; `CARDCAT_SCAN_APP` names the Serve application, `CARDCAT
 cluster). A call then goes straight from this process to a ScanService replica over Ray's own transport:
 no second HTTP server parses the photo again, and Ray's HTTP proxy (measured at ~100 trivial requests/s
 on two cores, 5-10 ms of CPU per request) need not run at all. `CARDCAT_SCAN_URL` (HTTP) stays for an
-ingress outside the cluster. Both answer the same JSON-ready dict and raise the same errors, and both
-try a failed call once more before answering `503 scan_unavailable` with `Retry-After`.
+ingress outside the cluster. Both answer the scan contract's `ScanDecision` and raise the same errors,
+and both try a failed call once more before answering `503 scan_unavailable` with `Retry-After`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import NoReturn, Protocol, cast
 
 import httpx
 
 from catalog_api.kit.errors import APIError, BadRequest, ScanUnavailable, UnsupportedImage
+from catalog_api.kit.scan_contract import ScanAnswer, ScanDecision, ScanError, ScanRefusal
 
 log = logging.getLogger("cardcat.scan")
 _ERROR_CLASSES: dict[str, type[APIError]] = {cls.code: cls for cls in (BadRequest, UnsupportedImage)}
@@ -32,14 +33,14 @@ def unavailable(message: str) -> ScanUnavailable:
 
 
 class ScanClient(Protocol):
-    async def scan(self, photo: bytes) -> dict[str, Any]:
-        """The scanner's decision for a photo: `{"matches": [{card_id, score}], "unidentified": ...}`."""
+    async def scan(self, photo: bytes) -> ScanDecision:
+        """The scanner's decision for a photo (`catalog_api.kit.scan_contract`); a refusal is raised."""
         ...
 
     async def aclose(self) -> None: ...
 
 
-def _raise_scanner_error(error: dict[str, Any]) -> None:
+def _raise_scanner_error(error: ScanError) -> NoReturn:
     cls = _ERROR_CLASSES.get(str(error.get("code")), UnsupportedImage)
     raise cls(str(error.get("message") or "The image could not be decoded."))
 
@@ -51,7 +52,7 @@ class HTTPScanClient:
         self.url = url
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=2.0), trust_env=False)
 
-    async def scan(self, photo: bytes) -> dict[str, Any]:
+    async def scan(self, photo: bytes) -> ScanDecision:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 response = await self.client.post(
@@ -64,7 +65,7 @@ class HTTPScanClient:
             if response.status_code == 400:
                 _raise_scanner_error(response.json().get("error", {}))
             if response.status_code == 200:
-                decision: dict[str, Any] = response.json()
+                decision: ScanDecision = response.json()
                 return decision
         raise unavailable("The scanner failed to answer; please retry.")
 
@@ -83,18 +84,18 @@ class ServeHandleScanClient:
             ray.init(address=address or "auto", logging_level=logging.WARNING, log_to_driver=False)
         self.handle = serve.get_app_handle(app_name)
 
-    async def scan(self, photo: bytes) -> dict[str, Any]:
+    async def scan(self, photo: bytes) -> ScanDecision:
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                answer: dict[str, Any] = await self.handle.scan_photo.remote(photo)
+                answer: ScanAnswer = await self.handle.scan_photo.remote(photo)
                 break
             except Exception as error:  # a replica that died, an app being redeployed: Ray's many types
                 log.warning("scanner call failed (attempt %d): %s", attempt, type(error).__name__)
         else:
             raise unavailable("The scanner failed to answer; please retry.")
         if "error" in answer:
-            _raise_scanner_error(answer["error"])
-        return answer
+            _raise_scanner_error(cast(ScanRefusal, answer)["error"])
+        return cast(ScanDecision, answer)
 
     async def aclose(self) -> None:
         return None

@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from catalog_api.deps import Context
+from catalog_api.catalog import repository
+from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
 from catalog_api.kit.errors import ScanUnavailable
 from catalog_api.kit.images import image_urls
-from catalog_api.kit.models import Card, Expansion
 from catalog_api.kit.photo import probe_image
+from catalog_api.kit.scan_contract import ScannedCard, unidentified_answer
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope, ScanResult
 from catalog_api.kit.vocabulary import GAME
 from catalog_api.scan.intake import read_scan_upload
@@ -70,34 +70,18 @@ async def scan(request: Request, context: Context) -> Response:
     body = {
         "analysis": {"game": GAME if matches else None},
         "matches": matches,
-        "unidentified": None if matches else decision["unidentified"],
+        "unidentified": None if matches else unidentified_answer(decision),
     }
-    if not matches and body["unidentified"] is None:
-        body["unidentified"] = {"reason": "no_confident_match", "message": "No catalog card matched."}
     return data_response(request, body)
 
 
-async def _hydrate(context: Any, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _hydrate(context: AppContext, matches: list[ScannedCard]) -> list[dict[str, Any]]:
     """Card fields for the scanner's ids, in its order; ids no longer in the catalog are dropped."""
     ids = [match["card_id"] for match in matches]
     if not ids:
         return []
-    stmt = (
-        select(
-            Card.id,
-            Card.name,
-            Card.category,
-            Card.rarity,
-            Card.number,
-            Card.image_key,
-            Expansion.id,
-            Expansion.name,
-        )
-        .join(Expansion, Expansion.id == Card.expansion_id)
-        .where(Card.id.in_(ids))
-    )
     async with context.engine.connect() as conn:
-        rows = {row[0]: row for row in (await conn.execute(stmt)).all()}
+        rows = await repository.scan_card_rows(conn, ids)
     hydrated = []
     for match in matches:
         row = rows.get(match["card_id"])
