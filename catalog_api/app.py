@@ -1,4 +1,4 @@
-"""The one `/v1` ingress: FastAPI app factory, lifespan, error mapping and OpenAPI."""
+"""The one `/v1` ingress: FastAPI app factory, lifespan and OpenAPI (errors map in `kit.http_errors`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
-from starlette.responses import Response
 
 from catalog_api.access.gate import V1Gate, is_v1
 from catalog_api.access.keys import KeyVerifier
@@ -25,8 +21,7 @@ from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.deps import AppContext
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.db import make_async_engine
-from catalog_api.kit.envelope import error_response
-from catalog_api.kit.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
+from catalog_api.kit.http_errors import install_error_handlers
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.secret_store import stored_secrets
 from catalog_api.kit.settings import Settings, get_settings
@@ -89,39 +84,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     if settings.bench_routes:
         app.include_router(bench.router)
-    _install_error_handlers(app)
+    install_error_handlers(app)
     app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    async def api_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, APIError)
-        return error_response(exc)
-
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        if exc.status_code == 404:
-            return error_response(NotFound("No such resource."))
-        if exc.status_code == 405:
-            allow = (exc.headers or {}).get("Allow", "")
-            return error_response(MethodNotAllowed("Method not allowed here.", headers={"Allow": allow}))
-        return error_response(BadRequest(str(exc.detail) or "Bad request."))
-
-    async def validation_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
-        return error_response(BadRequest(f"Invalid request: {problems}"))
-
-    async def unexpected(_request: Request, exc: Exception) -> Response:
-        log.error("unhandled error", exc_info=exc)
-        return error_response(Internal("Internal error; please retry."))
-
-    app.add_exception_handler(APIError, api_error)
-    app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(Exception, unexpected)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -129,7 +95,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     on every `/v1` path.
 
     FastAPI lists a `422` on every operation with parameters, but validation errors are answered `400
-    bad_request` (`_install_error_handlers`), so no `422` is ever sent. Every GET under `/v1` and
+    bad_request` (`kit.http_errors`), so no `422` is ever sent. Every GET under `/v1` and
     `/health` answers through `data_response`, which gives `304` on a matching `If-None-Match`."""
     if app.openapi_schema:
         return app.openapi_schema

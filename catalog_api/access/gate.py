@@ -20,8 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.access.keys import KeyVerifier, bearer_token, hash_key
 from catalog_api.access.ratelimit import Decision, RateLimiter
-from catalog_api.kit.envelope import error_body
-from catalog_api.kit.errors import CHALLENGE
+from catalog_api.kit.errors import Internal, RateLimited, Unauthorized
+from catalog_api.kit.http_errors import INTERNAL, send_error
 
 log = logging.getLogger(__name__)
 RATE_LIMITED = "Request budget spent; retry after Retry-After seconds."
@@ -60,7 +60,7 @@ class V1Gate:
             if digest not in self._seen_valid and self._is_spent(address):
                 counted = await self.limiter.hit(anonymous)  # counted, and no lookup
                 if not counted.allowed:
-                    await _send_error(send, counted, 429, "rate_limited", RATE_LIMITED)
+                    await send_error(send, RateLimited(RATE_LIMITED), counted.headers())
                     return
                 self._spent.pop(address, None)  # a new window (another process may have started it)
             bucket = await self.keys.verify(token)
@@ -72,12 +72,11 @@ class V1Gate:
         if not decision.allowed:
             if bucket is None:
                 self._mark_spent(address, decision.reset)
-            await _send_error(send, decision, 429, "rate_limited", RATE_LIMITED)
+            await send_error(send, RateLimited(RATE_LIMITED), decision.headers())
             return
         if bucket is None:
             message = "A valid API key is required: send 'Authorization: Bearer <key>'."
-            challenge = [(b"www-authenticate", CHALLENGE.encode())]
-            await _send_error(send, decision, 401, "unauthorized", message, challenge)
+            await send_error(send, Unauthorized(message), decision.headers())
             return
         scope.setdefault("state", {})["rate_bucket"] = bucket
         await self._call_with_headers(scope, receive, send, decision)
@@ -124,23 +123,4 @@ class V1Gate:
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
                 raise
-            await _send_error(send, decision, 500, "internal", "Internal error; please retry.")
-
-
-async def _send_error(
-    send: Send,
-    decision: Decision,
-    status: int,
-    code: str,
-    message: str,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    body = error_body(code, message)
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        *decision.headers(),
-        *(extra or []),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+            await send_error(send, Internal(INTERNAL), decision.headers())

@@ -9,19 +9,11 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from catalog_api.kit.errors import APIError
-
 JSON = "application/json"
 
 
 def error_body(code: str, message: str) -> bytes:
     return orjson.dumps({"data": None, "error": {"code": code, "message": message}})
-
-
-def error_response(error: APIError) -> Response:
-    return Response(
-        error_body(error.code, error.message), error.status, headers=error.headers, media_type=JSON
-    )
 
 
 def etag_of(body: bytes) -> str:
