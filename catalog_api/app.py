@@ -15,8 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from catalog_api.access.gate import V1Gate, is_v1
 from catalog_api.access.keys import KeyVerifier
 from catalog_api.access.ratelimit import make_rate_limiter
-from catalog_api.catalog import card_routes as cards
-from catalog_api.catalog import reference_routes as reference
+from catalog_api.catalog import card_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.deps import AppContext
 from catalog_api.kit.cache import ResponseCache
@@ -25,12 +24,9 @@ from catalog_api.kit.http_errors import install_error_handlers
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.secret_store import stored_secrets
 from catalog_api.kit.settings import Settings, get_settings
-from catalog_api.ops import bench_routes as bench
-from catalog_api.ops import health_routes as health
-from catalog_api.ops import image_routes as images
-from catalog_api.prices import file_routes as files
-from catalog_api.prices import movers_routes as movers
-from catalog_api.scan import routes as scan
+from catalog_api.ops import bench_routes, health_routes, image_routes
+from catalog_api.prices import file_routes, movers_routes
+from catalog_api.scan import routes as scan_routes
 from catalog_api.scan.client import open_scan_client
 
 NOT_MODIFIED: dict[str, Any] = {
@@ -79,11 +75,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.context = AppContext(
         settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings)), cache=cache
     )
-    routers = (cards, reference, movers, scan, health, images, files)
+    routers = (
+        card_routes,
+        reference_routes,
+        movers_routes,
+        scan_routes,
+        health_routes,
+        image_routes,
+        file_routes,
+    )
     for router in (module.router for module in routers):
         app.include_router(router)
     if settings.bench_routes:
-        app.include_router(bench.router)
+        app.include_router(bench_routes.router)
     install_error_handlers(app)
     app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from catalog_api.catalog import records, repository
-from catalog_api.catalog.search import SORT_KEY_SHAPE, page_after
+from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import NotFound
@@ -80,11 +80,8 @@ async def _card_page(
             if expansion_id is None
             else (lambda card_id: snapshot.card_expansion.get(card_id) == expansion_id)
         )
-        hits = snapshot.card_search.search(q, keep)
-        start = (after[0], after[1]) if after is not None else None
-        chosen, more = page_after(hits, start, size)
+        chosen, position = search_page(snapshot.card_search.search(q, keep), after, size)
         scores = [hit.score for hit in chosen]
-        position = list(chosen[-1].sort_key) if more and chosen else None
         if chosen:
             async with context.engine.connect() as conn:
                 rows = await repository.cards_by_ids(conn, [hit.id for hit in chosen], with_metadata)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from catalog_api.catalog.readmodel import Snapshot, Table
-from catalog_api.catalog.search import SORT_KEY_SHAPE, page_after
+from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import NotFound
@@ -42,10 +42,8 @@ def _list(
         more = start + size < len(order)
         position = chosen[-1] if more and chosen else None
     else:
-        start_key = (after[0], after[1]) if after is not None else None
-        hits, more = page_after(table.search.search(q, keep), start_key, size)
+        hits, position = search_page(table.search.search(q, keep), after, size)
         items = [{**table.records[hit.id], "score": hit.score} for hit in hits]
-        position = list(hits[-1].sort_key) if more and hits else None
     next_cursor = context.cursors.encode(scope, position) if position is not None else None
     return page(items, next_cursor)
 

@@ -16,6 +16,7 @@ import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from rapidfuzz import fuzz, process
 
@@ -104,3 +105,10 @@ def page_after(hits: list[Hit], after: tuple[float, str] | None, limit: int) -> 
     start = 0 if after is None else bisect_right([hit.sort_key for hit in hits], after)
     chosen = hits[start : start + limit]
     return chosen, start + limit < len(hits)
+
+
+def search_page(hits: list[Hit], after: list[Any] | None, limit: int) -> tuple[list[Hit], list[Any] | None]:
+    """One page of search hits after a decoded search cursor (of SORT_KEY_SHAPE), and the position the
+    next page starts from (None on the last page). Cards and the reference tables page searches alike."""
+    chosen, more = page_after(hits, (after[0], after[1]) if after is not None else None, limit)
+    return chosen, (list(chosen[-1].sort_key) if more and chosen else None)

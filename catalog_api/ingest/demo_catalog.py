@@ -13,160 +13,16 @@ import argparse
 import gzip
 import json
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from catalog_api.ingest.demo_cards import ENERGIES, RESISTS, SPECIES, TRAINERS, WEAK_TO, Species
 
 Record = dict[str, Any]
 
 _SEED = 20010310
 _ASSETS = "https://assets.example"
 _MARKET = "https://marketplace.example/p"
-
-# Game vocabulary (types, weakness pairs) is shared with the real game; the creatures are not.
-_WEAK_TO = {
-    "Fire": "Water",
-    "Water": "Lightning",
-    "Grass": "Fire",
-    "Lightning": "Fighting",
-    "Fighting": "Psychic",
-    "Psychic": "Darkness",
-    "Colorless": "Fighting",
-    "Metal": "Fire",
-    "Darkness": "Grass",
-}
-_RESISTS = {"Fighting": "Lightning", "Metal": "Grass", "Darkness": "Psychic", "Colorless": "Fighting"}
-
-
-@dataclass(frozen=True)
-class _Species:
-    name: str
-    fr: str
-    de: str
-    type: str
-    stage: str
-    evolve_from: str | None
-    dex: int
-    flavour: str
-    moves: tuple[str, str]
-
-
-_SPECIES = {
-    s.name: s
-    for s in [
-        _Species(
-            "Embercub", "Braisourson", "Glutbärchen", "Fire", "Basic", None, 2001,
-            "It sleeps curled around a warm pebble and sneezes sparks when it wakes.",
-            ("Ember Nip", "Warm Tumble"),
-        ),
-        _Species(
-            "Emberlynx", "Braislynx", "Glutluchs", "Fire", "Stage1", "Embercub", 2002,
-            "Its tufted ears glow brighter the closer it gets to its prey.",
-            ("Cinder Pounce", "Kiln Claw"),
-        ),
-        _Species(
-            "Pyrolynx", "Pyrolynx", "Pyroluchs", "Fire", "Stage2", "Emberlynx", 2003,
-            "A single flick of its tail can light every lantern in a valley.",
-            ("Blaze Mantle", "Furnace Leap"),
-        ),
-        _Species(
-            "Tidalynx", "Marélynx", "Flutluchs", "Water", "Basic", None, 2004,
-            "It waits at the tide line and pounces on shells the waves leave behind.",
-            ("Splash Swipe", "Brine Spin"),
-        ),
-        _Species(
-            "Tidalord", "Maréseigneur", "Flutfürst", "Water", "Stage1", "Tidalynx", 2005,
-            "Sailors say the sea calms when it raises its crested head.",
-            ("Undertow", "Rising Surge"),
-        ),
-        _Species(
-            "Sproutle", "Pousselin", "Sprössling", "Grass", "Basic", None, 2006,
-            "It buries itself up to the leaves on sunny days to drink the light.",
-            ("Seed Toss", "Leaf Flutter"),
-        ),
-        _Species(
-            "Thornmane", "Épinière", "Dornmähne", "Grass", "Stage1", "Sproutle", 2007,
-            "Its mane of brambles blooms once a year, all on the same night.",
-            ("Bramble Lash", "Thicket Charge"),
-        ),
-        _Species(
-            "Sparkit", "Étincelot", "Funkel", "Lightning", "Basic", None, 2008,
-            "Packs of them gather under power lines and hum together at dusk.",
-            ("Static Hop", "Zap Bolt"),
-        ),
-        _Species(
-            "Voltalon", "Voltalon", "Voltalon", "Lightning", "Stage1", "Sparkit", 2009,
-            "Its talons crackle so loudly that storms seem to follow it.",
-            ("Arc Talon", "Thunder Dive"),
-        ),
-        _Species(
-            "Pebblet", "Galetin", "Kieselchen", "Fighting", "Basic", None, 2010,
-            "It rolls downhill on purpose and climbs back up to do it again.",
-            ("Pebble Bump", "Rockslide Roll"),
-        ),
-        _Species(
-            "Boulderox", "Rocheboeuf", "Felsochse", "Fighting", "Stage1", "Pebblet", 2011,
-            "Its horns are worn smooth from pushing boulders out of rivers.",
-            ("Quarry Ram", "Stone Stampede"),
-        ),
-        _Species(
-            "Gloomoth", "Sombrephale", "Düstermotte", "Psychic", "Basic", None, 2012,
-            "The dust on its wings shows whoever breathes it a long-forgotten dream.",
-            ("Dream Dust", "Moonlit Flicker"),
-        ),
-        _Species(
-            "Mistfawn", "Brumelin", "Nebelkitz", "Psychic", "Basic", None, 2013,
-            "It walks only in fog and leaves no hoofprints behind.",
-            ("Haze Step", "Fog Veil"),
-        ),
-        _Species(
-            "Frostling", "Givrelin", "Frostling", "Water", "Basic", None, 2014,
-            "It paints frost patterns on windows to signal to its friends.",
-            ("Icy Breath", "Rime Rush"),
-        ),
-        _Species(
-            "Cinderpup", "Cendrechiot", "Aschewelpe", "Fire", "Basic", None, 2015,
-            "It naps in cooling ashes and wags its smoking tail at visitors.",
-            ("Ash Yip", "Smoulder Bite"),
-        ),
-        _Species(
-            "Gustwing", "Rafalaile", "Böenflügel", "Colorless", "Basic", None, 2016,
-            "It rides the first gust of every storm across the whole sky.",
-            ("Wing Gust", "Updraft"),
-        ),
-        _Species(
-            "Ironshell", "Ferrocarapace", "Eisenpanzer", "Metal", "Basic", None, 2017,
-            "Its shell rings like a bell when rain falls on it.",
-            ("Shell Knock", "Iron Roll"),
-        ),
-        _Species(
-            "Duskfang", "Crocrépuscule", "Dämmerzahn", "Darkness", "Basic", None, 2018,
-            "It hunts only in the minute between sunset and nightfall.",
-            ("Shadow Snap", "Twilight Fang"),
-        ),
-    ]
-}  # fmt: skip
-
-# Trainer cards: name -> (trainer_type, French name, effect).
-_TRAINERS = {
-    "Field Notes": ("Supporter", "Carnet de terrain", "Draw 3 cards. Then, put a card from your hand on the "
-                    "bottom of your deck."),
-    "Ranger Mirelle": ("Supporter", "Garde Mirelle", "Search your deck for up to 2 Basic Pokémon and put "
-                       "them onto your Bench. Then, shuffle your deck."),
-    "Lantern Rod": ("Item", "Canne-lanterne", "Look at the top 4 cards of your deck and put 1 of them into "
-                    "your hand. Shuffle the other cards back into your deck."),
-    "Cozy Scarf": ("Tool", "Écharpe douillette", "The Pokémon this card is attached to gets +20 HP."),
-    "Lighthouse Quay": ("Stadium", "Quai du phare", "Once during each player's turn, that player may heal "
-                        "10 damage from their Active Pokémon."),
-}  # fmt: skip
-
-# Energy cards: name -> (energy_type, French name, effect).
-_ENERGIES = {
-    "Fire Energy": ("Normal", "Énergie Feu", None),
-    "Water Energy": ("Normal", "Énergie Eau", None),
-    "Prism Surge Energy": ("Special", "Énergie Prisme", "This card provides {C} Energy. While attached to "
-                           "an Evolution Pokémon, it provides every type of Energy but only 1 at a time."),
-}  # fmt: skip
 
 
 class _Builder:
@@ -261,16 +117,16 @@ class _Builder:
             "variants_source": source,
             "printings": {},
         }
-        if key in _SPECIES:
-            record.update(self.pokemon_fields(_SPECIES[key]))
-        elif key in _TRAINERS:
-            trainer_type, fr, effect = _TRAINERS[key]
+        if key in SPECIES:
+            record.update(self.pokemon_fields(SPECIES[key]))
+        elif key in TRAINERS:
+            trainer_type, fr, effect = TRAINERS[key]
             record.update(
                 names={"en": key, "fr": fr}, category="Trainer", subtypes=[trainer_type],
                 trainer_type=trainer_type, effect=effect,
             )  # fmt: skip
         else:
-            energy_type, energy_fr, energy_effect = _ENERGIES[key]
+            energy_type, energy_fr, energy_effect = ENERGIES[key]
             basic = energy_type == "Normal"
             record.update(
                 names={"en": key, "fr": energy_fr}, category="Energy", energy_type=energy_type,
@@ -283,7 +139,7 @@ class _Builder:
         record["printings"] = _printings(record["variants"])
         return record
 
-    def pokemon_fields(self, s: _Species) -> Record:
+    def pokemon_fields(self, s: Species) -> Record:
         """Stats scale with stage; the rng only fills numbers nobody tests on."""
         rng = self.rng
         tier = {"Basic": 0, "Stage1": 1, "Stage2": 2}[s.stage]
@@ -308,8 +164,8 @@ class _Builder:
             "evolve_from": s.evolve_from,
             "description": s.flavour,
             "attacks": attacks,
-            "weaknesses": [{"type": _WEAK_TO[s.type], "modifier": "×2"}],
-            "resistances": [{"type": _RESISTS[s.type], "modifier": "-30"}] if s.type in _RESISTS else [],
+            "weaknesses": [{"type": WEAK_TO[s.type], "modifier": "×2"}],
+            "resistances": [{"type": RESISTS[s.type], "modifier": "-30"}] if s.type in RESISTS else [],
             "retreat": tier + 1,
         }
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from catalog_api.kit.secret_store import stored_secrets
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -97,8 +99,6 @@ class Settings(BaseSettings):
     @property
     def file_signing_key(self) -> bytes:
         """Never derived from anything guessable: a forged snapshot URL could live until 2100."""
-        from catalog_api.kit.secret_store import stored_secrets
-
         secret = self.file_secret or stored_secrets(self.data_dir).file
         return hashlib.sha256(secret.encode()).digest()
 
