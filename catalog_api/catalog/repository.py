@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Row, Text, cast, select, tuple_
+from sqlalchemy import Connection, Row, Select, Text, cast, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog_api.catalog import records
@@ -182,37 +182,18 @@ async def searchable_cards(conn: AsyncConnection) -> Sequence[Any]:
 
 async def scan_card_rows(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, Any]:
     """The fields a scan answer shows for each card id still in the catalog, by id."""
-    stmt = (
-        select(
-            Card.id,
-            Card.name,
-            Card.category,
-            Card.rarity,
-            Card.number,
-            Card.image_key,
-            Expansion.id,
-            Expansion.name,
-        )
-        .join(Expansion, Expansion.id == Card.expansion_id)
-        .where(Card.id.in_(ids))
-    )
+    columns = (Card.id, Card.name, Card.category, Card.rarity, Card.number, Card.image_key)
+    stmt = _with_expansion(*columns, Expansion.id, Expansion.name).where(Card.id.in_(ids))
     return {row[0]: row for row in (await conn.execute(stmt)).all()}
 
 
 def imaged_card_prints(conn: Connection) -> Sequence[Any]:
     """Each card with a face in the image store, with what its print shows (blocking: index builds)."""
-    stmt = (
-        select(
-            Card.id,
-            Card.name,
-            Card.number,
-            Card.illustrator,
-            Card.image_key,
-            Expansion.code,
-            Expansion.card_count_official,
-        )
-        .join(Expansion, Expansion.id == Card.expansion_id)
-        .where(Card.image_key.is_not(None))
-        .order_by(Card.id)
-    )
-    return conn.execute(stmt).all()
+    columns = (Card.id, Card.name, Card.number, Card.illustrator, Card.image_key)
+    stmt = _with_expansion(*columns, Expansion.code, Expansion.card_count_official)
+    return conn.execute(stmt.where(Card.image_key.is_not(None)).order_by(Card.id)).all()
+
+
+def _with_expansion(*columns: Any) -> Select[Any]:
+    """Card columns beside their expansion's."""
+    return select(*columns).join(Expansion, Expansion.id == Card.expansion_id)

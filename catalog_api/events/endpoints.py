@@ -18,6 +18,7 @@ from sqlalchemy import Engine, delete, func, insert, select, update
 from catalog_api.events.signing import new_secret
 from catalog_api.kit.models import Delivery, WebhookEndpoint
 from catalog_api.kit.netguard import (
+    PROBLEMS,
     IPAddress,
     Reason,
     Target,
@@ -29,15 +30,9 @@ from catalog_api.kit.netguard import (
 
 # The words an operator reads when a URL is refused, by the guard's reason.
 REFUSALS: dict[Reason, str] = {
-    "control": "the URL contains spaces or control characters",
-    "unparsable": "the URL could not be parsed",
-    "port": "the URL's port is not valid",
+    **PROBLEMS,
     "scheme": "only http and https URLs are accepted",
     "userinfo": "the URL must not carry a user name or password",
-    "no_host": "the URL has no host",
-    "ipv6": "the URL's IPv6 address is not valid",
-    "hostname": "the URL's host name is not valid",
-    "numeric": "the URL's host is not a valid host name or IPv4 address",
 }
 
 

@@ -27,6 +27,21 @@ Reason = Literal[
 ]
 
 
+# What is wrong with a refused URL, as a sentence fragment; each caller words its audience's refusals
+# from these, changing only what it says its own way.
+PROBLEMS: dict[Reason, str] = {
+    "control": "the URL contains spaces or control characters",
+    "unparsable": "the URL could not be parsed",
+    "port": "the URL's port is not valid",
+    "scheme": "the URL's scheme is not accepted",
+    "userinfo": "the URL must not contain a user name or password",
+    "no_host": "the URL has no host",
+    "ipv6": "the URL's IPv6 address is not valid",
+    "hostname": "the URL's host name is not valid",
+    "numeric": "the URL's host is not a valid host name or IPv4 address",
+}
+
+
 class URLRejected(ValueError):
     """A URL that may not be used, and why (`reason`); the caller words it for its own audience."""
 

@@ -19,6 +19,7 @@ import httpx
 
 from catalog_api.kit.errors import URLFetchFailed, URLNotAllowed
 from catalog_api.kit.netguard import (
+    PROBLEMS,
     IPAddress,
     IPNetwork,
     Reason,
@@ -30,17 +31,10 @@ from catalog_api.kit.netguard import (
 )
 from catalog_api.kit.photo import MAX_IMAGE_BYTES
 
-# The words a client reads when its URL is refused, by the guard's reason.
+# The words a client reads when its URL is refused, by the guard's reason: the guard's, as sentences.
 REFUSALS: dict[Reason, str] = {
-    "control": "The URL contains spaces or control characters.",
-    "unparsable": "The URL could not be parsed.",
-    "port": "The URL's port is not valid.",
+    **{reason: problem[0].upper() + problem[1:] + "." for reason, problem in PROBLEMS.items()},
     "scheme": "Only https URLs can be scanned.",
-    "userinfo": "The URL must not contain a user name or password.",
-    "no_host": "The URL has no host.",
-    "ipv6": "The URL's IPv6 address is not valid.",
-    "hostname": "The URL's host name is not valid.",
-    "numeric": "The URL's host is not a valid host name or IPv4 address.",
 }
 
 
