@@ -10,13 +10,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from catalog_api.catalog import records, repository
+from catalog_api.catalog.schemas import Card, CardSummary
 from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import NotFound
 from catalog_api.kit.pagination import parse_limit
 from catalog_api.kit.params import Cursor, Limit, Search
-from catalog_api.kit.schemas import BY_ID, ERRORS, NOT_FOUND, Card, CardSummary, Envelope, Page
+from catalog_api.kit.schemas import BY_ID, ERRORS, NOT_FOUND, Envelope, Page
 
 router = APIRouter(prefix="/v1/cards", tags=["cards"])
 INCLUDES = ("variants", "metadata", "change")

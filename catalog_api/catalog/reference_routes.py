@@ -10,13 +10,14 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from catalog_api.catalog.readmodel import Snapshot, Table
+from catalog_api.catalog.schemas import Expansion, Product, Series
 from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import NotFound
 from catalog_api.kit.pagination import parse_limit
 from catalog_api.kit.params import Cursor, Limit, Search
-from catalog_api.kit.schemas import BY_ID, ERRORS, NOT_FOUND, Envelope, Expansion, Page, Product, Series
+from catalog_api.kit.schemas import BY_ID, ERRORS, NOT_FOUND, Envelope, Page
 
 router = APIRouter(prefix="/v1")
 

@@ -21,7 +21,8 @@ from starlette.responses import Response
 from catalog_api.deps import Context
 from catalog_api.kit.envelope import data_response
 from catalog_api.kit.models import FeedState
-from catalog_api.kit.schemas import Envelope, ErrorEnvelope, Health
+from catalog_api.kit.schemas import Envelope, ErrorEnvelope
+from catalog_api.ops.schemas import Health
 
 router = APIRouter(tags=["health"])
 FEEDS = ("catalog", "marketplace")

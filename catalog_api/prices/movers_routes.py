@@ -8,12 +8,13 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from catalog_api.catalog import records, repository
+from catalog_api.catalog.schemas import CardSummary
 from catalog_api.deps import Context, cached_read
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import BadRequest
 from catalog_api.kit.pagination import parse_limit, parse_query_int
 from catalog_api.kit.params import Cursor, Limit
-from catalog_api.kit.schemas import ERRORS, CardSummary, Envelope, Page
+from catalog_api.kit.schemas import ERRORS, Envelope, Page
 from catalog_api.prices.movers import WINDOWS
 
 router = APIRouter(prefix="/v1/movers", tags=["movers"])

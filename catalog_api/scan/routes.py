@@ -21,9 +21,10 @@ from catalog_api.kit.errors import ScanUnavailable
 from catalog_api.kit.images import image_urls
 from catalog_api.kit.photo import probe_image
 from catalog_api.kit.scan_contract import ScannedCard, unidentified_answer
-from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope, ScanResult
+from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
 from catalog_api.kit.vocabulary import GAME
 from catalog_api.scan.intake import read_scan_upload
+from catalog_api.scan.schemas import ScanResult
 
 router = APIRouter(prefix="/v1", tags=["scan"])
 SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
