@@ -31,7 +31,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import ray
@@ -42,7 +42,7 @@ from starlette.responses import JSONResponse
 
 from catalog_api.kit.errors import APIError, PayloadTooLarge
 from catalog_api.kit.photo import MAX_IMAGE_BYTES
-from catalog_api.kit.scan_contract import ScanAnswer, refusal
+from catalog_api.kit.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
 from models.geometry import half_turn, rectify, shrink
 from serve_app.config import ScanConfig, resolve_device
 from serve_app.decoding import decode_photo, decode_photo_tensor
@@ -324,7 +324,7 @@ class ScanService:
                 too_large = PayloadTooLarge("The photo is larger than 10 MB.")
                 return JSONResponse(refusal(too_large.code, too_large.message), status_code=too_large.status)
         answer = await self.scan_photo(bytes(body))
-        status = 400 if "error" in answer else 200
+        status = refusal_error(cast(ScanRefusal, answer)["error"]).status if "error" in answer else 200
         return JSONResponse(answer, status_code=status)
 
     async def scan_photo(self, data: bytes) -> ScanAnswer:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from catalog_api.kit.errors import APIError, BadRequest, UnsupportedImage
+
 UnidentifiedReason = Literal["print_unreadable", "no_confident_match"]
 
 # Why a scan has no answer, in the words a client reads.
@@ -52,8 +54,19 @@ class ScanRefusal(TypedDict):
 ScanAnswer = ScanDecision | ScanRefusal
 
 
+# The errors a scanner may refuse a photo with; any other code reads as `unsupported_image`.
+REFUSALS: dict[str, type[APIError]] = {cls.code: cls for cls in (BadRequest, UnsupportedImage)}
+
+
 def refusal(code: str, message: str) -> ScanRefusal:
     return {"error": {"code": code, "message": message}}
+
+
+def refusal_error(error: ScanError) -> APIError:
+    """The API error a scanner's refusal stands for: what the ingress raises, and whose status the
+    scanner's own HTTP route answers with."""
+    cls = REFUSALS.get(str(error.get("code")), UnsupportedImage)
+    return cls(str(error.get("message") or "The image could not be decoded."))
 
 
 def unidentified_answer(decision: ScanDecision) -> Unidentified:

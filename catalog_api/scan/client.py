@@ -12,15 +12,14 @@ and both try a failed call once more before answering `503 scan_unavailable` wit
 from __future__ import annotations
 
 import logging
-from typing import NoReturn, Protocol, cast
+from typing import Protocol, cast
 
 import httpx
 
-from catalog_api.kit.errors import APIError, BadRequest, ScanUnavailable, UnsupportedImage
-from catalog_api.kit.scan_contract import ScanAnswer, ScanDecision, ScanError, ScanRefusal
+from catalog_api.kit.errors import ScanUnavailable
+from catalog_api.kit.scan_contract import ScanAnswer, ScanDecision, ScanRefusal, refusal_error
 
 log = logging.getLogger("cardcat.scan")
-_ERROR_CLASSES: dict[str, type[APIError]] = {cls.code: cls for cls in (BadRequest, UnsupportedImage)}
 # A scan is a pure function of its photo, so a call that died with its replica (or hit an app being
 # redeployed) is tried once more, when Ray has routed around the dead replica; if that fails too the
 # client is told when to come back: replicas restart in seconds.
@@ -38,11 +37,6 @@ class ScanClient(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def _raise_scanner_error(error: ScanError) -> NoReturn:
-    cls = _ERROR_CLASSES.get(str(error.get("code")), UnsupportedImage)
-    raise cls(str(error.get("message") or "The image could not be decoded."))
 
 
 class HTTPScanClient:
@@ -63,7 +57,7 @@ class HTTPScanClient:
                     continue
                 raise unavailable("The scanner is not reachable right now; please retry.") from None
             if response.status_code == 400:
-                _raise_scanner_error(response.json().get("error", {}))
+                raise refusal_error(response.json().get("error", {}))
             if response.status_code == 200:
                 decision: ScanDecision = response.json()
                 return decision
@@ -94,7 +88,7 @@ class ServeHandleScanClient:
         else:
             raise unavailable("The scanner failed to answer; please retry.")
         if "error" in answer:
-            _raise_scanner_error(cast(ScanRefusal, answer)["error"])
+            raise refusal_error(cast(ScanRefusal, answer)["error"])
         return cast(ScanDecision, answer)
 
     async def aclose(self) -> None:
