@@ -2,9 +2,10 @@
 
 Layers, lowest first: `models` < `catalog_api` < `serve_app` < `training` < `deploy`. A module may import
 its own layer and the ones below; only the composition root, `catalog_api/cli/`, may import every layer
-(it starts the scanner, the ingress and the deliverer). Every import counts, also those inside functions
-and under `if TYPE_CHECKING:`: a deferred import hides a dependency, it does not remove it. Circles are
-broken by moving the shared thing down (see docs/architecture.md), never by deferring an import.
+(it starts the scanner, the ingress and the deliverer). Inside `catalog_api`, the `kit/` imports no
+room. Every import counts, also those inside functions and under `if TYPE_CHECKING:`: a deferred import
+hides a dependency, it does not remove it. Circles are broken by moving the shared thing down (see
+docs/architecture.md), never by deferring an import.
 """
 
 from __future__ import annotations
@@ -119,6 +120,18 @@ def test_no_import_circles() -> None:
 
 def test_no_upward_imports() -> None:
     assert upward(import_graph()) == []
+
+
+def test_the_kit_imports_no_room() -> None:
+    """`catalog_api/kit/` is what every room shares: it may only lean on itself and `models`."""
+    leaks = sorted(
+        f"{importer} -> {target}"
+        for importer, targets in import_graph().items()
+        if importer.startswith("catalog_api.kit")
+        for target in targets
+        if not target.startswith(("catalog_api.kit", "models"))
+    )
+    assert leaks == []
 
 
 def test_the_check_sees_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:
