@@ -26,7 +26,7 @@ from catalog_api.kit.secret_store import stored_secrets
 from catalog_api.kit.settings import Settings, get_settings
 from catalog_api.ops import bench_routes, health_routes, image_routes
 from catalog_api.prices import file_routes, movers_routes
-from catalog_api.scan import routes as scan_routes
+from catalog_api.scan import scan_routes
 from catalog_api.scan.client import open_scan_client
 
 NOT_MODIFIED: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """All card SQL. Pages are keyset scans on the catalog-order indexes; variants come in one query a page.
 
 Also the card queries of the other readers: the search index's rows (`readmodel`), the fields a scan
-answer shows (`scan.routes`), and the print of every imaged card that the scanner's index is built from
+answer shows (`scan.scan_routes`), and the print of every imaged card that the scanner's index is built from
 (`serve_app.indexing`, which runs it on the blocking engine)."""
 
 from __future__ import annotations
