@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
-from catalog_api.feed import feed_path, read_jsonl
+from catalog_api.ingest.feed import feed_path, read_jsonl
 from serve_app.fusion import PrintTable, Read, Thresholds, better_turn, decide, footer_candidates
 from tests.harness import REPO, SHARED_CATALOG, Service, create_database
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog

@@ -30,7 +30,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
-from catalog_api.feed import feed_path, read_jsonl
+from catalog_api.ingest.feed import feed_path, read_jsonl
 from tests.harness import SHARED, SHARED_CATALOG, Service, create_database, require_shared
 
 CACHE = Path.home() / ".cache" / "cardcat" / "market"

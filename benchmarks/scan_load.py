@@ -42,7 +42,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
-from catalog_api.feed import feed_path, read_jsonl
+from catalog_api.ingest.feed import feed_path, read_jsonl
 from tests.harness import REPO, SHARED_CATALOG, launch_scanner
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 

@@ -1,4 +1,4 @@
-"""The one `/v1` ingress: FastAPI app factory, lifespan, error mapping and OpenAPI."""
+"""The one `/v1` ingress: FastAPI app factory, lifespan and OpenAPI (errors map in `kit.http_errors`)."""
 
 from __future__ import annotations
 
@@ -10,26 +10,24 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
-from starlette.responses import Response
 
-from catalog_api.auth import KeyVerifier
-from catalog_api.cache import ResponseCache
-from catalog_api.db import make_async_engine
+from catalog_api.access.gate import V1Gate, is_v1
+from catalog_api.access.keys import KeyVerifier
+from catalog_api.access.ratelimit import make_rate_limiter
+from catalog_api.catalog import card_routes, reference_routes
+from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.deps import AppContext
-from catalog_api.envelope import error_response
-from catalog_api.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
-from catalog_api.gate import V1Gate, is_v1
-from catalog_api.pagination import CursorCodec
-from catalog_api.ratelimit import make_rate_limiter
-from catalog_api.routes import bench, cards, files, health, images, movers, reference, scan
-from catalog_api.scan_client import open_scan_client
-from catalog_api.secret_store import stored_secrets
-from catalog_api.settings import Settings, get_settings
-from catalog_api.snapshot import SnapshotHolder
+from catalog_api.kit.cache import ResponseCache
+from catalog_api.kit.db import make_async_engine
+from catalog_api.kit.http_errors import install_error_handlers
+from catalog_api.kit.pagination import CursorCodec
+from catalog_api.kit.secret_store import stored_secrets
+from catalog_api.kit.settings import Settings, get_settings
+from catalog_api.ops import bench_routes, health_routes, image_routes
+from catalog_api.prices import file_routes, movers_routes
+from catalog_api.scan import scan_routes
+from catalog_api.scan.client import open_scan_client
 
 NOT_MODIFIED: dict[str, Any] = {
     "description": "Not Modified: `If-None-Match` matched the ETag; no body",
@@ -77,44 +75,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.context = AppContext(
         settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings)), cache=cache
     )
-    routers = (cards, reference, movers, scan, health, images, files)
+    routers = (
+        card_routes,
+        reference_routes,
+        movers_routes,
+        scan_routes,
+        health_routes,
+        image_routes,
+        file_routes,
+    )
     for router in (module.router for module in routers):
         app.include_router(router)
     if settings.bench_routes:
-        app.include_router(bench.router)
-    _install_error_handlers(app)
+        app.include_router(bench_routes.router)
+    install_error_handlers(app)
     app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    async def api_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, APIError)
-        return error_response(exc)
-
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        if exc.status_code == 404:
-            return error_response(NotFound("No such resource."))
-        if exc.status_code == 405:
-            allow = (exc.headers or {}).get("Allow", "")
-            return error_response(MethodNotAllowed("Method not allowed here.", headers={"Allow": allow}))
-        return error_response(BadRequest(str(exc.detail) or "Bad request."))
-
-    async def validation_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
-        return error_response(BadRequest(f"Invalid request: {problems}"))
-
-    async def unexpected(_request: Request, exc: Exception) -> Response:
-        log.error("unhandled error", exc_info=exc)
-        return error_response(Internal("Internal error; please retry."))
-
-    app.add_exception_handler(APIError, api_error)
-    app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(Exception, unexpected)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -122,7 +99,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     on every `/v1` path.
 
     FastAPI lists a `422` on every operation with parameters, but validation errors are answered `400
-    bad_request` (`_install_error_handlers`), so no `422` is ever sent. Every GET under `/v1` and
+    bad_request` (`kit.http_errors`), so no `422` is ever sent. Every GET under `/v1` and
     `/health` answers through `data_response`, which gives `304` on a matching `If-None-Match`."""
     if app.openapi_schema:
         return app.openapi_schema

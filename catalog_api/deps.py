@@ -10,13 +10,13 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.responses import Response
 
-from catalog_api.cache import ResponseCache
-from catalog_api.envelope import conditional_response, data_response, envelope_body, etag_of
-from catalog_api.pagination import CursorCodec
-from catalog_api.scan_client import ScanClient
-from catalog_api.settings import Settings
-from catalog_api.snapshot import SnapshotHolder
-from serve_app.intake import FetchPolicy
+from catalog_api.catalog.readmodel import SnapshotHolder
+from catalog_api.kit.cache import ResponseCache
+from catalog_api.kit.envelope import conditional_response, data_response, envelope_body, etag_of
+from catalog_api.kit.pagination import CursorCodec
+from catalog_api.kit.settings import Settings
+from catalog_api.scan.client import ScanClient
+from catalog_api.scan.url_fetch import FetchPolicy
 
 
 @dataclass

@@ -30,7 +30,7 @@ import contextlib
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import ray
@@ -39,7 +39,9 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from catalog_api.errors import APIError
+from catalog_api.kit.errors import APIError, PayloadTooLarge
+from catalog_api.kit.photo import MAX_IMAGE_BYTES
+from catalog_api.kit.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
 from models.geometry import half_turn, rectify, shrink
 from serve_app.config import ScanConfig, resolve_device
 from serve_app.decoding import decode_photo, decode_photo_tensor
@@ -52,7 +54,6 @@ from serve_app.fusion import (
     decide,
     footer_candidates,
 )
-from serve_app.intake import MAX_IMAGE_BYTES
 
 if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
     from serve_app.index_bundle import BundleWatcher, IndexBundle
@@ -314,13 +315,13 @@ class ScanService:
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_IMAGE_BYTES:
-                error = {"code": "payload_too_large", "message": "The photo is larger than 10 MB."}
-                return JSONResponse({"error": error}, status_code=413)
+                too_large = PayloadTooLarge("The photo is larger than 10 MB.")
+                return JSONResponse(refusal(too_large.code, too_large.message), status_code=too_large.status)
         answer = await self.scan_photo(bytes(body))
-        status = 400 if "error" in answer else 200
+        status = refusal_error(cast(ScanRefusal, answer)["error"]).status if "error" in answer else 200
         return JSONResponse(answer, status_code=status)
 
-    async def scan_photo(self, data: bytes) -> dict[str, Any]:
+    async def scan_photo(self, data: bytes) -> ScanAnswer:
         """The ingress's call (through a DeploymentHandle): the decision as JSON-ready data, or
         `{"error": {code, message}}` when the bytes are not a photo we can decode."""
         if self.embed_size is None:
@@ -328,7 +329,7 @@ class ScanService:
         located: Located = await self.detector.locate.remote((data, self.embed_size))
         if located.error is not None:
             code, message = located.error
-            return {"error": {"code": code, "message": message}}
+            return refusal(code, message)
         return (await self.scan(located)).as_dict()
 
     async def scan(self, located: Located) -> Decision:

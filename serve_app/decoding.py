@@ -8,68 +8,30 @@ which keeps the card as sharp as in the ~1.2 MP photos the models were validated
 JPEGs still larger than `WORK_MAX_SIDE` at 1/8) are decoded whole and shrunk at once, so each photo in a
 batch is held once, at working size. Bombs are refused from the header, before any pixel is allocated.
 
-`probe_image` is the header check alone (the ingress runs it before sending the photo on);
+The header check is `catalog_api.kit.photo` (the ingress runs `probe_image` before sending the photo on);
 `decode_image` is the full-resolution decode (the tests compare with it).
 """
 
 from __future__ import annotations
 
-import io
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import cv2
 import numpy as np
 from PIL import Image, ImageOps
 
-from catalog_api.errors import APIError, UnsupportedImage
+from catalog_api.kit.errors import UnsupportedImage
+from catalog_api.kit.photo import DEFAULT_MAX_PIXELS, opened
 
-DEFAULT_MAX_PIXELS = 40_000_000
-ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP")
 DRAFT_MIN_SIDE = 1000  # a reduced JPEG decode keeps at least this long side
 WORK_MAX_SIDE = 2048  # anything larger after decoding is shrunk to this long side
-
-# Pillow warns above this and raises DecompressionBombError above twice this; we check first anyway.
-Image.MAX_IMAGE_PIXELS = DEFAULT_MAX_PIXELS
-
-
-@contextmanager
-def _opened(data: bytes, max_pixels: int) -> Iterator[Image.Image]:
-    """The image with its header read and checked; every decoder failure becomes `UnsupportedImage`."""
-    if not data:
-        raise UnsupportedImage("The image is empty.")
-    limit = max_pixels if Image.MAX_IMAGE_PIXELS is None else min(max_pixels, Image.MAX_IMAGE_PIXELS)
-    try:
-        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as im:  # reads the header only
-            width, height = im.size
-            if width * height > limit:
-                raise UnsupportedImage(
-                    f"The image is {width}x{height} pixels, more than the {limit:,} pixels we decode."
-                )
-            yield im
-    except APIError:
-        raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise UnsupportedImage(f"The image has more than the {limit:,} pixels we decode.") from None
-    except Image.UnidentifiedImageError:
-        raise UnsupportedImage("The bytes are not a JPEG, PNG or WebP image.") from None
-    except Exception:  # hostile input can trip many decoder errors (truncation, bad chunks, ...)
-        raise UnsupportedImage("The image could not be decoded; it may be truncated or corrupt.") from None
-
-
-def probe_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[str, int, int]:
-    """Format and size from the header alone: the ingress refuses junk and bombs cheaply and leaves the
-    pixel decoding (which also catches truncation) to the scanner."""
-    with _opened(data, max_pixels) as im:
-        return str(im.format), *im.size
 
 
 def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
     """Decode JPEG/PNG/WebP bytes to an upright RGB image at full resolution, refusing bombs before
     pixels are allocated. Blocking (CPU-bound); call it from a worker thread in async code."""
-    with _opened(data, max_pixels) as im:
+    with opened(data, max_pixels) as im:
         im.load()
         return _upright_rgb(im)
 
@@ -93,7 +55,7 @@ def working_size(width: int, height: int) -> tuple[int, int]:
 
 def decode_photo(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """The photo as an upright RGB uint8 array at working size (see the module docstring)."""
-    with _opened(data, max_pixels) as im:
+    with opened(data, max_pixels) as im:
         if im.format == "JPEG":
             k = dct_reduction(*im.size)
             if k > 1:  # asks for exactly 1/k: draft picks the smallest scale at least this large
@@ -115,7 +77,7 @@ def decode_photo_tensor(data: bytes, device: Any, max_pixels: int = DEFAULT_MAX_
 
     from models.tensor_ops import decode_jpeg_on, shrink_tensor
 
-    with _opened(data, max_pixels) as im:
+    with opened(data, max_pixels) as im:
         image_format = im.format
     if image_format != "JPEG":
         return torch.from_numpy(decode_photo(data, max_pixels)).permute(2, 0, 1).to(device)

@@ -18,7 +18,14 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from catalog_api.feed import footer_line, normalize_number
+from catalog_api.kit.cardtext import footer_line, normalize_number
+from catalog_api.kit.scan_contract import (
+    PRINT_MATCHES_NOTHING,
+    PRINT_UNREADABLE,
+    ScanDecision,
+    Unidentified,
+    UnidentifiedReason,
+)
 
 MAX_MATCHES = 5
 
@@ -96,12 +103,15 @@ class Thresholds:
 @dataclass
 class Decision:
     matches: list[tuple[str, float]] = field(default_factory=list)
-    reason: str | None = None
+    reason: UnidentifiedReason | None = None
     message: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        unidentified = None if self.reason is None else {"reason": self.reason, "message": self.message}
+    def as_dict(self) -> ScanDecision:
+        """The decision as the scan contract's answer (`catalog_api.kit.scan_contract`)."""
+        unidentified: Unidentified | None = None
+        if self.reason is not None:
+            unidentified = {"reason": self.reason, "message": self.message or ""}
         return {
             "matches": [{"card_id": card_id, "score": score} for card_id, score in self.matches],
             "unidentified": unidentified,
@@ -326,8 +336,8 @@ def decide(
 def _unidentified(legible: bool, details: dict[str, Any]) -> Decision:
     """No answer: the print was read but names nothing that matches, or nothing was read at all."""
     if legible:
-        return Decision(reason="no_confident_match", message=_NO_MATCH, details=details)
-    return Decision(reason="print_unreadable", message=_UNREADABLE, details=details)
+        return Decision(reason="no_confident_match", message=PRINT_MATCHES_NOTHING, details=details)
+    return Decision(reason="print_unreadable", message=PRINT_UNREADABLE, details=details)
 
 
 def _sure_of_one_artwork(decision: Decision, table: PrintTable, t: Thresholds) -> bool:
@@ -350,7 +360,3 @@ def better_turn(
 
 def _score(similarity: float) -> float:
     return round(min(1.0, max(0.0, similarity)), 4)
-
-
-_UNREADABLE = "Could not read the card's name, number or set code, and no catalog card looked close."
-_NO_MATCH = "Read the card's print, but no card it points at matches the picture."

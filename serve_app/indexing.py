@@ -14,33 +14,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from catalog_api.images import ImageStore
-from catalog_api.models import Card, Expansion
-from catalog_api.settings import Settings
+from catalog_api.catalog.repository import imaged_card_prints
+from catalog_api.kit.images import ImageStore
+from catalog_api.kit.settings import Settings
 from models.files import swap_dir
 
 
 def print_records(engine: Engine, card_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Each imaged card's print: what the OCR can be compared with."""
-    stmt = (
-        select(
-            Card.id,
-            Card.name,
-            Card.number,
-            Card.illustrator,
-            Card.image_key,
-            Expansion.code,
-            Expansion.card_count_official,
-        )
-        .join(Expansion, Expansion.id == Card.expansion_id)
-        .where(Card.image_key.is_not(None))
-        .order_by(Card.id)
-    )
     wanted = set(card_ids) if card_ids is not None else None
     with engine.connect() as conn:
-        rows = conn.execute(stmt).all()
+        rows = imaged_card_prints(conn)
     return [
         {
             "id": row.id,

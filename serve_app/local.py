@@ -40,6 +40,9 @@ def start_scanner(config: ScanConfig, http_port: int | None = None, ray_address:
         # difference (4.00 vs 3.96 GiB, noisy).
         os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         ray.init(
+            # A new instance even when a cluster started by `ray start` runs on this machine: a bare
+            # ray.init() would join that one instead.
+            address="local",
             num_cpus=os.cpu_count(),
             include_dashboard=False,
             object_store_memory=OBJECT_STORE_BYTES,

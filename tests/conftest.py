@@ -37,7 +37,7 @@ def feed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("feed")
     if (SHARED_CATALOG / "cards.jsonl.gz").exists():
         return write_subset_feed(out)
-    from catalog_api.demo_catalog import write_demo_catalog
+    from catalog_api.ingest.demo_catalog import write_demo_catalog
 
     return write_demo_catalog(out)
 

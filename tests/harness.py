@@ -145,9 +145,9 @@ class Service:
 
     def quick_key(self) -> str:
         """A key made in-process with the same code the CLI calls (each client gets its own budget)."""
-        from catalog_api.auth import create_key
-        from catalog_api.db import make_engine
-        from catalog_api.settings import Settings
+        from catalog_api.access.keys import create_key
+        from catalog_api.kit.db import make_engine
+        from catalog_api.kit.settings import Settings
 
         engine = make_engine(Settings(database_url=self.db.url, data_dir=self.data_dir))
         try:

@@ -6,7 +6,7 @@
   asked for, an endless chunked body and a slow drip (a byte just inside the per-read timeout, for ever).
 - `StallingProxy`: a TCP proxy that can be told to hang (accept, swallow, never answer), or a black
   hole with no upstream: a wedged Redis for the rate limiter.
-- `IntakeServer`: the scan intake (`serve_app.intake.read_scan_upload`, the code `POST /v1/scan` runs
+- `IntakeServer`: the scan intake (`catalog_api.scan.intake.read_scan_upload`, the code `POST /v1/scan` runs
   before it asks the scanner) served by uvicorn in its own process, with a `FetchPolicy` that lets it
   reach the loopback origin and trust the test CA. Its peak RSS (`VmHWM`) can be reset and read, so a
   test can tell how much memory one request cost it.
@@ -263,8 +263,9 @@ def intake_app(ca_file: str, timeout_s: float) -> Any:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    from catalog_api.errors import APIError
-    from serve_app.intake import FetchPolicy, read_scan_upload
+    from catalog_api.kit.errors import APIError
+    from catalog_api.scan.intake import read_scan_upload
+    from catalog_api.scan.url_fetch import FetchPolicy
 
     policy = FetchPolicy(
         timeout_s=timeout_s, allowed_networks=(ipaddress.ip_network("127.0.0.1/32"),), ca_file=ca_file

@@ -6,6 +6,7 @@ is staged on servers started here from the same binaries, in a temp dir, and sto
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -69,10 +70,8 @@ class PrivatePostgres:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # already stopped
             self.stop()
-        except RuntimeError:
-            pass  # already stopped
 
 
 class PrivateRedis:
@@ -89,7 +88,17 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", str(self.root)],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--dir",
+                str(self.root),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

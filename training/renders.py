@@ -1,7 +1,7 @@
 """Card faces from `../shared/tools/cardrender.py`, cached on disk and resumable.
 
 The renderer is the image CDN stand-in. It cannot draw a card without an English name (it crashes), so
-every record goes through the service's own normalisation first (`catalog_api.feed.card_name`): such a
+every record goes through the service's own normalisation first (`catalog_api.ingest.feed.card_name`): such a
 card is drawn with the name the API serves. Cards already rendered in the cache are skipped, so an
 interrupted render picks up where it stopped and the full catalog (~20 min on 2 cores) is paid once.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from catalog_api.feed import card_name, feed_path, read_jsonl
+from catalog_api.ingest.feed import card_name, feed_path, read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CARDCAT_SHARED_DIR", REPO.parent / "shared"))

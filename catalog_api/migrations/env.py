@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from alembic import context
 
-from catalog_api import models  # noqa: F401  (registers the tables)
-from catalog_api.db import Base, make_engine
-from catalog_api.settings import get_settings
+from catalog_api.kit import models  # noqa: F401  (registers the tables)
+from catalog_api.kit.db import Base, make_engine
+from catalog_api.kit.settings import get_settings
 
 config = context.config
 target_metadata = Base.metadata

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from catalog_api.schemas import Card, CardSummary, Envelope, Page
+from catalog_api.catalog.schemas import Card, CardSummary
+from catalog_api.kit.schemas import Envelope, Page
 from tests.catalog_api.helpers import failed, ok, walk
 from tests.conftest import SHARED_CATALOG, Service, require_shared
 

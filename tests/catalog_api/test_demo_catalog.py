@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from catalog_api.demo_catalog import write_demo_catalog
+from catalog_api.ingest.demo_catalog import write_demo_catalog
 
 Record = dict[str, Any]
 FILES = ("series", "expansions", "cards", "products")

@@ -40,12 +40,13 @@ import pytest
 from sqlalchemy import Engine
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from catalog_api.db import make_engine
-from catalog_api.demo_catalog import write_demo_catalog
-from catalog_api.demo_prices import write_demo_prices
-from catalog_api.settings import Settings
-from catalog_api.snapshot import RECHECK_S
-from catalog_api.webhooks import URLRefused, add_endpoint, backoff_s, parse_retry_after, remove_endpoint
+from catalog_api.catalog.readmodel import RECHECK_S
+from catalog_api.events.deliverer import backoff_s, parse_retry_after
+from catalog_api.events.endpoints import URLRefused, add_endpoint, remove_endpoint
+from catalog_api.ingest.demo_catalog import write_demo_catalog
+from catalog_api.kit.db import make_engine
+from catalog_api.kit.settings import Settings
+from catalog_api.prices.demo_prices import write_demo_prices
 from tests.catalog_api.helpers import eventually, ok
 from tests.harness import CARDCAT, REPO, Service, create_database
 

@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from catalog_api.demo_prices import write_demo_prices
-from catalog_api.schemas import Envelope, Health
+from catalog_api.kit.schemas import Envelope
+from catalog_api.ops.schemas import Health
+from catalog_api.prices.demo_prices import write_demo_prices
 from tests.harness import Service
 
 BACKENDS = ["postgresql", "sqlite"]

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from catalog_api.app import _cursor_secret
-from catalog_api.pagination import CursorCodec
-from catalog_api.settings import Settings
+from catalog_api.kit.pagination import CursorCodec
+from catalog_api.kit.settings import Settings
 from tests.catalog_api.helpers import failed, ok
 from tests.harness import Service, free_port
 

@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
-from catalog_api.errors import URLNotAllowed
-from catalog_api.settings import Settings
-from catalog_api.snapshots import sign
-from serve_app.intake import FetchPolicy, fetch_image_url
+from catalog_api.kit.errors import URLNotAllowed
+from catalog_api.kit.settings import Settings
+from catalog_api.prices.snapshot_files import sign
+from catalog_api.scan.url_fetch import FetchPolicy, fetch_image_url
 from tests.harness import Service, launch
 
 NEVER_PROVOKED = {"429", "500"}
@@ -87,7 +87,7 @@ def test_h11_answers_in_the_envelope_too(tmp_path: Path) -> None:
     import uvicorn
 
     from catalog_api.app import create_app
-    from catalog_api.http_protocol import EnvelopeH11Protocol
+    from catalog_api.kit.http_protocol import EnvelopeH11Protocol
     from tests.harness import free_port
 
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'h11.db'}", data_dir=tmp_path))

@@ -30,8 +30,8 @@ import pytest
 from PIL import Image, ImageDraw
 from sqlalchemy import create_engine, update
 
-from catalog_api.models import Card
-from catalog_api.palette import palette_of
+from catalog_api.ingest.palette import palette_of
+from catalog_api.kit.models import Card
 from tests.catalog_api.helpers import eventually, ok
 from tests.harness import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
 

@@ -16,10 +16,10 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from catalog_api import snapshots
-from catalog_api.pagination import CursorCodec, PositionShape, parse_query_int
-from catalog_api.settings import Settings
-from catalog_api.webhooks import MAX_RETRY_AFTER_S, parse_retry_after
+from catalog_api.events.deliverer import MAX_RETRY_AFTER_S, parse_retry_after
+from catalog_api.kit.pagination import CursorCodec, PositionShape, parse_query_int
+from catalog_api.kit.settings import Settings
+from catalog_api.prices import snapshot_files as snapshots
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=80)
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)

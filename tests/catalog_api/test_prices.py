@@ -21,8 +21,8 @@ import httpx
 import orjson
 import pytest
 
-from catalog_api.demo_catalog import write_demo_catalog
-from catalog_api.snapshot import RECHECK_S
+from catalog_api.catalog.readmodel import RECHECK_S
+from catalog_api.ingest.demo_catalog import write_demo_catalog
 from tests.catalog_api.helpers import failed, ok, walk
 from tests.harness import SHARED, Service, launch, require_shared
 
@@ -499,7 +499,7 @@ def outbox(service: Service) -> list[dict[str, Any]]:
     """Every event body written so far, in order."""
     from sqlalchemy import create_engine, text
 
-    from catalog_api.settings import normalise_database_url
+    from catalog_api.kit.settings import normalise_database_url
 
     engine = create_engine(normalise_database_url(service.db.url))
     with engine.connect() as conn:

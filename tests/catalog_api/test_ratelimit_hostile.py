@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from catalog_api.ratelimit import LocalRateLimiter
+from catalog_api.access.ratelimit import LocalRateLimiter
 from tests.catalog_api.helpers import failed, ok
 from tests.harness import REDIS_URL, Service, require_redis
 from tests.hostile_peers import StallingProxy

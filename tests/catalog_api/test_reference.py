@@ -17,8 +17,9 @@ import orjson
 import pytest
 from pydantic import BaseModel
 
-from catalog_api.feed import feed_path, read_jsonl
-from catalog_api.schemas import Envelope, ErrorEnvelope, Expansion, Page, Product, Series
+from catalog_api.catalog.schemas import Expansion, Product, Series
+from catalog_api.ingest.feed import feed_path, read_jsonl
+from catalog_api.kit.schemas import Envelope, ErrorEnvelope, Page
 from tests.catalog_api.helpers import failed, ok, walk
 from tests.harness import Service, require_shared
 

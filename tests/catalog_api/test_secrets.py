@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 
-from catalog_api.pagination import CursorCodec
-from catalog_api.settings import Settings
+from catalog_api.kit.pagination import CursorCodec
+from catalog_api.kit.settings import Settings
 from tests.catalog_api.helpers import failed, ok
 from tests.harness import REPO, Service
 
@@ -98,7 +98,7 @@ def test_processes_racing_to_create_the_secrets_agree(tmp_path: Path) -> None:
     """Eight processes start on an empty data dir at once: the file is created once, all read it."""
     data_dir = tmp_path / "data"
     code = (
-        "import sys; from catalog_api.secret_store import stored_secrets; "
+        "import sys; from catalog_api.kit.secret_store import stored_secrets; "
         "print(stored_secrets(sys.argv[1]).cursor, stored_secrets(sys.argv[1]).file)"
     )
     procs = [

@@ -29,8 +29,9 @@ import httpx
 import orjson
 import pytest
 
-from catalog_api.schemas import Card, CardSummary, Envelope, Expansion, Page, Series
-from catalog_api.snapshot import RECHECK_S
+from catalog_api.catalog.readmodel import RECHECK_S
+from catalog_api.catalog.schemas import Card, CardSummary, Expansion, Series
+from catalog_api.kit.schemas import Envelope, Page
 from tests.catalog_api.helpers import eventually, failed, ok, walk
 from tests.harness import SHARED, SHARED_CATALOG, Service, launch, require_shared, unavailable
 

@@ -186,7 +186,7 @@ def test_torch_decode_gives_the_working_image(scale: float, faces: list[np.ndarr
 
 @needs_shared
 def test_torch_decode_applies_exif_and_refuses_what_pillow_refuses(faces: list[np.ndarray]) -> None:
-    from catalog_api.errors import UnsupportedImage
+    from catalog_api.kit.errors import UnsupportedImage
     from serve_app.decoding import decode_photo_tensor
 
     photo = make_photo(faces[0], SEED + 50, "standard")

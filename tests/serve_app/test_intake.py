@@ -31,18 +31,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from catalog_api.errors import APIError, UnsupportedImage, URLFetchFailed, URLNotAllowed
+from catalog_api.kit.errors import APIError, UnsupportedImage, URLFetchFailed, URLNotAllowed
+from catalog_api.kit.netguard import is_public_address, parse_host_literal
+from catalog_api.kit.photo import MAX_IMAGE_BYTES
+from catalog_api.scan.intake import read_scan_upload
+from catalog_api.scan.url_fetch import FetchPolicy, _fetch_pinned, fetch_image_url, parse_scan_url
 from serve_app.decoding import decode_image
-from serve_app.intake import (
-    MAX_IMAGE_BYTES,
-    FetchPolicy,
-    _fetch_pinned,
-    _parse_url,
-    fetch_image_url,
-    is_public_address,
-    parse_host_literal,
-    read_scan_upload,
-)
 from tests.harness import ServerThread
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)
@@ -468,13 +462,13 @@ def test_fetch_connects_to_the_checked_address_only(origin: ServerThread, test_p
     url = f"https://{PINNED_NAME}:{origin.port}/whoami"
     with pytest.raises(URLFetchFailed, match="resolved"):
         fetch(url, test_policy)  # the normal path does look the name up, once, and fails
-    body = asyncio.run(_fetch_pinned(_parse_url(url), [ipaddress.ip_address("127.0.0.1")], test_policy))
+    body = asyncio.run(_fetch_pinned(parse_scan_url(url), [ipaddress.ip_address("127.0.0.1")], test_policy))
     assert body == f"{PINNED_NAME}:{origin.port}".encode()
 
 
 def test_fetch_verifies_tls_against_the_host_name(origin: ServerThread, test_policy: FetchPolicy) -> None:
     """Same pinned IP (which the certificate also lists), but a name the certificate lacks: must fail."""
-    target = _parse_url(f"https://wrong-name.invalid:{origin.port}/card.png")
+    target = parse_scan_url(f"https://wrong-name.invalid:{origin.port}/card.png")
     with pytest.raises(URLFetchFailed):
         asyncio.run(_fetch_pinned(target, [ipaddress.ip_address("127.0.0.1")], test_policy))
 

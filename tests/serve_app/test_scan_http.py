@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from catalog_api.schemas import Envelope, ScanResult
+from catalog_api.kit.schemas import Envelope
+from catalog_api.scan.schemas import ScanResult
 from tests.catalog_api.helpers import failed, ok
 from tests.harness import Service, launch_scanner, require_shared
 

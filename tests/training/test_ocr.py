@@ -16,7 +16,7 @@ import torch
 from doctr.datasets import VOCABS
 from rapidfuzz import fuzz
 
-from catalog_api.feed import feed_path, read_jsonl
+from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import read_face
 from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model
 from models.ocr_text import vote

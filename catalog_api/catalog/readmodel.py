@@ -1,0 +1,139 @@
+"""Per-worker, in-memory view of what changes only when the catalog syncs: the search indexes and the
+small reference tables (series, expansions, products with their current prices). Rebuilt when the
+catalog's or the marketplace's `feed_state.version` moves; the
+version is re-read at most once a second, so a sync shows up on every worker within about a second."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from catalog_api.catalog import records, repository
+from catalog_api.catalog.search import SearchIndex
+from catalog_api.kit.models import (
+    Expansion,
+    FeedState,
+    Product,
+    ProductExpansion,
+    ProductPriceCurrent,
+    Series,
+)
+from catalog_api.kit.pagination import PositionShape
+from catalog_api.kit.vocabulary import CONDITION_ORDER
+
+RECHECK_S = 1.0
+
+
+@dataclass
+class Table:
+    """A small table held whole: records by id (as a string), their catalog order, a name index."""
+
+    records: dict[str, dict[str, Any]]
+    order: list[list[Any]]  # each row's sort key, ascending; the id is its last element
+    search: SearchIndex
+    shape: PositionShape  # the types of a sort key (what a cursor's position must hold)
+
+
+@dataclass
+class Snapshot:
+    version: tuple[int, int]  # (catalog, marketplace)
+    card_search: SearchIndex
+    card_expansion: dict[str, str]
+    series: Table
+    expansions: Table
+    products: Table
+    product_expansions: dict[str, set[str]] = field(default_factory=dict)
+
+
+async def feed_versions(engine: AsyncEngine) -> tuple[tuple[str, int], ...]:
+    """Every feed's version: together they name the data a response was read from."""
+    async with engine.connect() as conn:
+        rows = (await conn.execute(select(FeedState.feed, FeedState.version).order_by(FeedState.feed))).all()
+    return tuple((feed, int(version or 0)) for feed, version in rows)
+
+
+async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapshot:
+    async with engine.connect() as conn:
+        cards = await repository.searchable_cards(conn)
+        expansion_rows = (
+            await conn.execute(select(*Expansion.__table__.c).order_by(Expansion.release_date, Expansion.id))
+        ).all()
+        series_rows = (
+            await conn.execute(select(*Series.__table__.c).order_by(Series.first_release_date, Series.id))
+        ).all()
+        product_rows = (await conn.execute(select(*Product.__table__.c).order_by(Product.id))).all()
+        links = (await conn.execute(select(ProductExpansion.product_id, ProductExpansion.expansion_id))).all()
+        price_rows = (await conn.execute(select(*ProductPriceCurrent.__table__.c))).all()
+    product_prices: dict[int, list[Any]] = {}
+    for price in sorted(
+        price_rows, key=lambda r: (r.variant, CONDITION_ORDER.get(r.condition, 9), r.condition)
+    ):
+        product_prices.setdefault(price.product_id, []).append(records.price_entry(price))
+    by_series: dict[str, list[Any]] = {}
+    for row in expansion_rows:
+        by_series.setdefault(row.series_id, []).append(row)
+    product_expansions: dict[str, set[str]] = {}
+    for product_id, expansion_id in links:
+        product_expansions.setdefault(str(product_id), set()).add(expansion_id)
+    return Snapshot(
+        version=version,
+        card_search=SearchIndex((c.id, c.name, c.number) for c in cards),
+        card_expansion={c.id: c.expansion_id for c in cards},
+        series=Table(
+            {r.id: records.series_record(r, by_series.get(r.id, [])) for r in series_rows},
+            [[r.first_release_date or "", r.id] for r in series_rows],
+            SearchIndex((r.id, r.name, None) for r in series_rows),
+            (str, str),
+        ),
+        expansions=Table(
+            {r.id: records.expansion_record(r) for r in expansion_rows},
+            [[r.release_date, r.id] for r in expansion_rows],
+            SearchIndex((r.id, r.name, None) for r in expansion_rows),
+            (str, str),
+        ),
+        products=Table(
+            {str(r.id): records.product_record(r, product_prices.get(r.id)) for r in product_rows},
+            [[r.id, str(r.id)] for r in product_rows],
+            SearchIndex((str(r.id), r.name, r.number) for r in product_rows),
+            (int, str),
+        ),
+        product_expansions=product_expansions,
+    )
+
+
+class SnapshotHolder:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._snapshot: Snapshot | None = None
+        self._versions: tuple[tuple[str, int], ...] = ()
+        self._checked = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> Snapshot:
+        await self._refresh()
+        assert self._snapshot is not None
+        return self._snapshot
+
+    async def data_version(self) -> tuple[tuple[str, int], ...]:
+        """The feed versions as of at most a second ago (the response cache's key)."""
+        await self._refresh()
+        return self._versions
+
+    async def _refresh(self) -> None:
+        if self._snapshot is not None and time.monotonic() - self._checked < RECHECK_S:
+            return
+        async with self._lock:
+            if self._snapshot is not None and time.monotonic() - self._checked < RECHECK_S:
+                return
+            versions = await feed_versions(self._engine)
+            held = dict(versions)
+            wanted = (held.get("catalog", 0), held.get("marketplace", 0))
+            if self._snapshot is None or self._snapshot.version != wanted:
+                self._snapshot = await load_snapshot(self._engine, wanted)
+            self._versions = versions
+            self._checked = time.monotonic()

@@ -1,0 +1,114 @@
+"""Typo-tolerant search by name or collector number, in memory.
+
+Each worker keeps the searchable text of every row (a few MB for the full catalog) and scores a query
+against all of it with rapidfuzz, which is C and takes a few milliseconds for 21k cards. Names are
+scored once per distinct name. `score` is 0..1:
+- 1.0 for an exact name (case, accents and spacing folded) or an exact collector number (`025` = `25`);
+- otherwise rapidfuzz's WRatio: whole-string similarity, so a missing or swapped letter still scores
+  high, blended with partial and token matches (a prefix such as `chari` finds Charizard).
+Rows under MIN_SCORE are not returned. Ties order by id, so the first row is the lowest id among equals.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import fuzz, process
+
+from catalog_api.kit.cardtext import normalize_number
+from catalog_api.kit.pagination import PositionShape
+
+MIN_SCORE = 0.6
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def plain(text: str) -> str:
+    """Lower-case, accents stripped, spaces collapsed; symbols kept ('Charizard δ' stays distinct)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return " ".join("".join(ch for ch in decomposed if not unicodedata.combining(ch)).split())
+
+
+def fold(text: str) -> str:
+    """`plain`, then punctuation and symbols dropped: 'Pokémon Trainer's' -> 'pokemon trainer s'."""
+    return _NON_WORD.sub(" ", plain(text)).strip()
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float
+
+    @property
+    def sort_key(self) -> tuple[float, str]:
+        return (-self.score, self.id)
+
+
+# The shape of a search cursor's position: a hit's sort_key.
+SORT_KEY_SHAPE: PositionShape = (float, str)
+
+
+class SearchIndex:
+    """Rows are (id, name, collector number or None)."""
+
+    def __init__(self, rows: Iterable[tuple[str, str, str | None]]) -> None:
+        by_name: dict[str, list[int]] = {}
+        by_number: dict[str, list[int]] = {}
+        self.ids: list[str] = []
+        self._plain: list[str] = []
+        for position, (row_id, name, number) in enumerate(rows):
+            self.ids.append(row_id)
+            self._plain.append(plain(name))
+            by_name.setdefault(fold(name), []).append(position)
+            folded_number = fold(normalize_number(number) or "").replace(" ", "")
+            if folded_number:
+                by_number.setdefault(folded_number, []).append(position)
+        self._names = list(by_name)
+        self._name_rows = [by_name[name] for name in self._names]
+        self._by_number = by_number
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def search(self, query: str, keep: Callable[[str], bool] | None = None) -> list[Hit]:
+        """Rows scoring at least MIN_SCORE (and passing `keep`, a filter on ids), best first, ties by id."""
+        folded, exact = fold(query), plain(query)
+        scores: dict[int, float] = {}
+        if folded:
+            for _name, score, index in process.extract(
+                folded,
+                self._names,
+                scorer=fuzz.WRatio,
+                processor=None,
+                limit=None,
+                score_cutoff=MIN_SCORE * 100,
+            ):
+                fuzzy = round(min(score, 99.99) / 100, 4)
+                for position in self._name_rows[index]:
+                    scores[position] = 1.0 if self._plain[position] == exact else fuzzy
+        number = fold(normalize_number(query.strip()) or "").replace(" ", "")
+        for position in self._by_number.get(number, ()) if number else ():
+            scores[position] = 1.0
+        hits = [Hit(self.ids[position], score) for position, score in scores.items()]
+        if keep is not None:
+            hits = [hit for hit in hits if keep(hit.id)]
+        hits.sort(key=lambda hit: hit.sort_key)
+        return hits
+
+
+def page_after(hits: list[Hit], after: tuple[float, str] | None, limit: int) -> tuple[list[Hit], bool]:
+    """The `limit` hits that follow position `after` (a (-score, id) key), and whether more remain."""
+    start = 0 if after is None else bisect_right([hit.sort_key for hit in hits], after)
+    chosen = hits[start : start + limit]
+    return chosen, start + limit < len(hits)
+
+
+def search_page(hits: list[Hit], after: list[Any] | None, limit: int) -> tuple[list[Hit], list[Any] | None]:
+    """One page of search hits after a decoded search cursor (of SORT_KEY_SHAPE), and the position the
+    next page starts from (None on the last page). Cards and the reference tables page searches alike."""
+    chosen, more = page_after(hits, (after[0], after[1]) if after is not None else None, limit)
+    return chosen, (list(chosen[-1].sort_key) if more and chosen else None)

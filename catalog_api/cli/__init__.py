@@ -1,0 +1,29 @@
+"""`cardcat`: the one command line for operators — database, catalog sync, keys, serving.
+
+This package is the composition root: the only place allowed to import every layer (`serve_app` to
+start the scanner and build its index, `training` to render the demo's faces). One module per command
+group; this one only puts them together."""
+
+from __future__ import annotations
+
+import click
+
+from catalog_api.cli.catalog import catalog, index
+from catalog_api.cli.db import db
+from catalog_api.cli.events import events, webhooks
+from catalog_api.cli.keys import keys
+from catalog_api.cli.prices import prices
+from catalog_api.cli.serve import demo, serve
+
+
+@click.group()
+def main() -> None:
+    """cardcat catalog API and scanner."""
+
+
+for command in (db, catalog, prices, index, keys, webhooks, events, serve, demo):
+    main.add_command(command)
+
+
+if __name__ == "__main__":
+    main()

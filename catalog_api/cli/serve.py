@@ -1,0 +1,206 @@
+"""`cardcat serve` and `cardcat demo`: the product put together.
+
+`serve` starts the Ray Serve scanner (when its models and an index are present), the event deliverer
+(a child process) and the uvicorn ingress. Settings travel explicitly: one worker gets an app built from
+the `Settings` object; several workers are a child `cardcat serve` given a copy of the environment that
+names the scanner, so this process's `os.environ` is never rewritten.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any
+
+import click
+
+from catalog_api.cli.catalog import catalog_sync, index_build
+from catalog_api.cli.db import db_upgrade
+from catalog_api.cli.keys import keys_create
+from catalog_api.cli.prices import prices_sync
+from catalog_api.kit.settings import REPO_ROOT, Settings, get_settings
+
+SHARED_CATALOG = REPO_ROOT.parent / "shared" / "catalog"
+# This command line run as a child process (the deliverer, the workers of `serve`).
+CARDCAT = [sys.executable, "-m", "catalog_api.cli"]
+
+
+def _start_deliverer(settings: Settings) -> Any:
+    """`cardcat events deliver` as a child of `serve` (one, whatever the number of uvicorn workers)."""
+    import subprocess
+
+    if not settings.deliver_events:
+        return None
+    command = [*CARDCAT, "events", "deliver", "--exit-with-parent"]
+    return subprocess.Popen(command)
+
+
+def _stop_deliverer(process: Any, settings: Settings) -> None:
+    """SIGTERM lets it finish the post in flight (at most the webhook timeout); then it is killed."""
+    import subprocess
+
+    process.terminate()
+    try:
+        process.wait(timeout=settings.webhooks_timeout_s + 5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1")
+@click.option("--port", default=8000, type=int)
+@click.option("--workers", default=1, type=int, help="uvicorn worker processes")
+@click.option(
+    "--scan/--no-scan",
+    default=None,
+    help="Start the Ray Serve scanner too (default: when the models and an index are present).",
+)
+def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
+    """Serve the API (uvicorn), and the scanner on Ray Serve behind it."""
+    settings = get_settings()
+    started_ray = False
+    if scan is not False and not (settings.scan_url or settings.scan_app):
+        from serve_app.config import ScanConfig, models_present
+
+        config = ScanConfig(index_dir=str(settings.index_dir))
+        missing = models_present(config)
+        if missing and scan:
+            raise click.ClickException(f"cannot start the scanner, missing: {', '.join(missing)}")
+        if not missing:
+            from serve_app.local import start_scanner
+
+            app_name, ray_address = start_scanner(config, settings.scan_port or None)
+            settings = settings.model_copy(update={"scan_app": app_name, "ray_address": ray_address})
+            started_ray = True
+        else:
+            click.echo("scanner not started (no index yet: `cardcat index build`); serving the catalog only")
+    deliverer = _start_deliverer(settings)
+    try:
+        if started_ray and workers > 1:
+            _serve_in_child(settings, host, port, workers)
+        else:
+            _run_uvicorn(settings, host, port, workers)
+    finally:
+        if deliverer is not None:
+            _stop_deliverer(deliverer, settings)
+        if started_ray:
+            from serve_app.local import stop_scanner
+
+            stop_scanner()
+
+
+def _run_uvicorn(settings: Settings, host: str, port: int, workers: int) -> None:
+    """uvicorn in this process. One worker builds its app from `settings` itself; several workers are
+    processes of their own that import the factory by name and read the same settings from the
+    environment they inherit (nothing here changed it)."""
+    import uvicorn
+
+    from catalog_api.app import create_app
+
+    app: Any = "catalog_api.app:create_app" if workers > 1 else functools.partial(create_app, settings)
+    uvicorn.run(
+        app,
+        factory=True,
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,
+        **_uvicorn_options(settings, workers),
+    )
+
+
+def _serve_in_child(settings: Settings, host: str, port: int, workers: int) -> None:
+    """Several workers beside a scanner this process started: they must join its Ray instance by address,
+    so a child `cardcat serve` runs them with a copy of the environment that names the scanner (and no
+    second deliverer). Termination signals are passed on; the child finishes its requests and exits."""
+    import signal
+    import subprocess
+
+    env = {
+        **os.environ,
+        "CARDCAT_SCAN_APP": settings.scan_app,
+        "CARDCAT_RAY_ADDRESS": settings.ray_address,
+        "CARDCAT_DELIVER_EVENTS": "false",
+    }
+    command = [*CARDCAT, "serve", "--host", host, "--port", str(port), "--workers", str(workers), "--no-scan"]
+    child = subprocess.Popen(command, env=env)
+
+    def forward(signum: int, _frame: Any) -> None:
+        child.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+DEMO_FACES = ("base1", "base4", "swsh10tg")  # reprints sharing artwork, and TG numbers
+
+
+@click.command("demo")
+@click.option("--host", default="127.0.0.1")
+@click.option("--port", default=8000, type=int)
+@click.option("--scan/--no-scan", default=True, help="Render a few expansions' faces and index them.")
+@click.pass_context
+def demo(ctx: click.Context, host: str, port: int, scan: bool) -> None:
+    """Migrate, load the catalog (../shared/catalog, else the bundled sample) and a demo price feed,
+    print a key, serve.
+
+    With ../shared beside the checkout it also renders the faces of a few expansions, indexes them and
+    starts the scanner, so `POST /v1/scan` works on photos of those cards."""
+    settings = get_settings()
+    ctx.invoke(db_upgrade)
+    source = SHARED_CATALOG
+    faces = None
+    if not (source / "cards.jsonl.gz").exists():
+        from catalog_api.ingest.demo_catalog import write_demo_catalog
+
+        source = write_demo_catalog(settings.data_dir / "demo-catalog")
+        click.echo(f"../shared/catalog not found; using the bundled sample catalog in {source}")
+    elif scan:
+        from training.renders import render_catalog
+
+        faces = settings.data_dir / "demo-faces"
+        click.echo(f"rendering the faces of {', '.join(DEMO_FACES)} for the scanner")
+        render_catalog(source, faces, DEMO_FACES)
+    ctx.invoke(catalog_sync, source=source, images=faces, quiet=False)
+    if faces is not None:
+        ctx.invoke(index_build, weights=None, quiet=False)
+    from catalog_api.prices.demo_prices import write_demo_prices
+
+    click.echo("writing a 31-day demo price feed ending today")
+    ctx.invoke(prices_sync, source=write_demo_prices(source, settings.data_dir / "demo-prices"), quiet=False)
+    ctx.invoke(keys_create, name="demo", expires_in=None)
+    click.echo(f"serving on http://{host}:{port} (docs at /docs)")
+    ctx.invoke(serve, host=host, port=port, workers=1, scan=None)
+
+
+def _uvicorn_options(settings: Settings, workers: int) -> dict[str, Any]:
+    """uvicorn's proxy trust and worker count, from our settings.
+
+    uvicorn believes X-Forwarded-For from 127.0.0.1 by default, which lets any client on loopback (or
+    behind a local proxy that passes the header through) pick its own address and so its anonymous
+    rate-limit bucket: trust only the proxies CARDCAT_FORWARDED_ALLOW_IPS names. Several workers without
+    Redis each count their own budget, so a key gets `workers` times the limit: say so at start.
+    """
+    if workers > 1 and not settings.redis_url:
+        click.echo(
+            f"warning: {workers} workers without CARDCAT_REDIS_URL: each worker counts the rate limit on "
+            f"its own, so a key may make up to {workers} x {settings.rate_limit} requests per "
+            f"{settings.rate_window_s} s; set CARDCAT_REDIS_URL to share one budget",
+            err=True,
+        )
+    allowed = settings.forwarded_allow_ips.strip()
+    from catalog_api.kit.http_protocol import EnvelopeHttpToolsProtocol
+
+    return {
+        "workers": workers,
+        "proxy_headers": bool(allowed),
+        "forwarded_allow_ips": allowed or None,
+        # unparseable requests (a bad Content-Length...) answered in the envelope, not uvicorn's plain text
+        "http": EnvelopeHttpToolsProtocol,
+    }

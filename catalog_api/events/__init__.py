@@ -1,0 +1,1 @@
+"""Outbound events: the outbox, Standard Webhooks signing, webhook endpoints and the deliverer."""

@@ -1,0 +1,51 @@
+"""Engines and sessions. Reads go through the async engine; sync, CLI and migrations use the sync one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Engine, String, create_engine, event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.orm import DeclarativeBase
+
+from catalog_api.kit.settings import Settings, async_url
+
+# Ids compare byte-wise on every backend ("C" collation on PostgreSQL, SQLite's default BINARY), so
+# "lowest id first" means the same thing in SQL and in Python.
+IdString = String().with_variant(String(collation="C"), "postgresql")
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def make_engine(settings: Settings) -> Engine:
+    url = settings.sqlalchemy_url
+    if url.startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def make_async_engine(settings: Settings) -> AsyncEngine:
+    url = async_url(settings.sqlalchemy_url)
+    if url.startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    # Each request holds one connection for the key check and one for its read: a pool that covers the
+    # concurrency a worker sees avoids opening and closing connections under load.
+    return create_async_engine(url, pool_size=24, max_overflow=8, pool_pre_ping=True)

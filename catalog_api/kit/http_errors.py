@@ -1,0 +1,76 @@
+"""The one place an error becomes an HTTP answer: the spec's `{data, error}` envelope, the error's status,
+its code and its headers.
+
+Errors reach the client by three roads, and all three go through here: a handler raises an `APIError`
+(or FastAPI/Starlette raise their own, turned into ours by `as_api_error`) and FastAPI's exception
+handlers answer with `error_response`; the `/v1` gate answers before routing, as plain ASGI, with
+`send_error`; and uvicorn's parser answers requests it cannot read (`kit.http_protocol`) with
+`error_body`. The scanner's refusals arrive as the scan contract's `{code, message}` and are raised
+as the `APIError` of that code by the scan client.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Send
+
+from catalog_api.kit.envelope import JSON, error_body
+from catalog_api.kit.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
+
+log = logging.getLogger("cardcat")
+INTERNAL = "Internal error; please retry."
+
+
+def error_response(error: APIError) -> Response:
+    return Response(
+        error_body(error.code, error.message), error.status, headers=error.headers, media_type=JSON
+    )
+
+
+async def send_error(send: Send, error: APIError, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """The answer to `error` written straight to an ASGI `send` (for middleware that answers before
+    routing), with `extra` headers before the error's own."""
+    body = error_body(error.code, error.message)
+    headers = [
+        (b"content-type", JSON.encode()),
+        (b"content-length", str(len(body)).encode()),
+        *(extra or []),
+        *((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items()),
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def as_api_error(exc: Exception) -> APIError:
+    """Any exception as the API's error: ours as they are, the framework's by their meaning, the rest
+    `500 internal` (logged)."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, StarletteHTTPException):
+        if exc.status_code == 404:
+            return NotFound("No such resource.")
+        if exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
+            return MethodNotAllowed("Method not allowed here.", headers={"Allow": allow})
+        return BadRequest(str(exc.detail) or "Bad request.")
+    if isinstance(exc, RequestValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        return BadRequest(f"Invalid request: {problems}")
+    log.error("unhandled error", exc_info=exc)
+    return Internal(INTERNAL)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error a request can end in is answered by `error_response(as_api_error(exc))`."""
+
+    async def handle(_request: Request, exc: Exception) -> Response:
+        return error_response(as_api_error(exc))
+
+    for kind in (APIError, StarletteHTTPException, RequestValidationError, Exception):
+        app.add_exception_handler(kind, handle)

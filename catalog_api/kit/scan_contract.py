@@ -1,0 +1,74 @@
+"""The typed contract between the `/v1` ingress and the Ray Serve scanner: what crosses between them.
+
+The ingress sends a photo's bytes; the scanner answers with card ids and scores, or says why it has
+none (`unidentified`), or refuses bytes it cannot decode (`error`). Both sides build and read these
+shapes from here (the scanner in `serve_app`, the ingress in `catalog_api.scan`), so the answer is typed
+at both ends and the "unidentified" vocabulary is written once. On the wire (a Ray handle call, or JSON
+over Ray's HTTP proxy) they are plain dicts: the shapes cost nothing at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from catalog_api.kit.errors import APIError, BadRequest, UnsupportedImage
+
+UnidentifiedReason = Literal["print_unreadable", "no_confident_match"]
+
+# Why a scan has no answer, in the words a client reads.
+PRINT_UNREADABLE = "Could not read the card's name, number or set code, and no catalog card looked close."
+PRINT_MATCHES_NOTHING = "Read the card's print, but no card it points at matches the picture."
+# The scanner named cards, but none is in the catalog any more (or it gave no reason at all).
+CATALOG_MATCHES_NOTHING = "No catalog card matched."
+
+
+class ScannedCard(TypedDict):
+    card_id: str
+    score: float
+
+
+class Unidentified(TypedDict):
+    reason: UnidentifiedReason
+    message: str
+
+
+class ScanDecision(TypedDict):
+    """The scanner's answer for a photo it could decode: matches best first, else why there are none."""
+
+    matches: list[ScannedCard]
+    unidentified: Unidentified | None
+    details: NotRequired[dict[str, Any]]  # how fusion decided (thresholds' inputs): for tests and tuning
+
+
+class ScanError(TypedDict):
+    code: str  # the spec's error code: `unsupported_image` or `bad_request`
+    message: str
+
+
+class ScanRefusal(TypedDict):
+    """The scanner's answer for bytes that are not a photo it can decode."""
+
+    error: ScanError
+
+
+ScanAnswer = ScanDecision | ScanRefusal
+
+
+# The errors a scanner may refuse a photo with; any other code reads as `unsupported_image`.
+REFUSALS: dict[str, type[APIError]] = {cls.code: cls for cls in (BadRequest, UnsupportedImage)}
+
+
+def refusal(code: str, message: str) -> ScanRefusal:
+    return {"error": {"code": code, "message": message}}
+
+
+def refusal_error(error: ScanError) -> APIError:
+    """The API error a scanner's refusal stands for: what the ingress raises, and whose status the
+    scanner's own HTTP route answers with."""
+    cls = REFUSALS.get(str(error.get("code")), UnsupportedImage)
+    return cls(str(error.get("message") or "The image could not be decoded."))
+
+
+def unidentified_answer(decision: ScanDecision) -> Unidentified:
+    """Why a scan answers no card: the scanner's reason, else that no catalog card matched."""
+    return decision["unidentified"] or {"reason": "no_confident_match", "message": CATALOG_MATCHES_NOTHING}

@@ -1,0 +1,128 @@
+"""All configuration, from environment variables prefixed `CARDCAT_` (and nothing else)."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from catalog_api.kit.secret_store import stored_secrets
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CARDCAT_", extra="ignore")
+
+    # Where mutable state lives: the embedded SQLite database, card images, generated demo data.
+    data_dir: Path = REPO_ROOT / "var"
+    # SQLAlchemy URL. Empty means the embedded default: SQLite in data_dir.
+    database_url: str = ""
+    # Redis shares the rate limit across workers and replicas; empty means in-process counting.
+    redis_url: str = ""
+    # Base of the image URLs served in `image.low` / `image.high`.
+    public_url: str = "http://127.0.0.1:8000"
+    # Key that signs pagination cursors. Empty: a random one generated on first start and kept in
+    # `<data_dir>/secrets.json` (catalog_api.kit.secret_store), shared by every process on that data dir.
+    # Set it wherever replicas do not share a writable data dir (deploy/k8s sets it from a Secret).
+    cursor_secret: str = ""
+    # Per-worker cache of read bodies by request and data version (0 turns it off).
+    response_cache_mb: int = 64
+    rate_limit: int = 300
+    rate_window_s: int = 60
+    # Addresses of the proxies whose X-Forwarded-For / X-Forwarded-Proto uvicorn believes (comma-separated
+    # IPs or CIDRs, or "*" when nothing but the proxy can reach the server). Empty: believe no one, so a
+    # client cannot name its own address (and so its anonymous rate-limit bucket).
+    forwarded_allow_ips: str = ""
+    # A catalog older than this makes /health say `stale` (and the service `degraded`).
+    catalog_max_age_s: int = 8 * 24 * 3600
+    # The marketplace publishes daily: a price sync older than this makes it `stale`.
+    marketplace_max_age_s: int = 36 * 3600
+    # Newest price older than this many days (while the sync itself is recent) means upstream published
+    # nothing new: the feed still reads `ok`, but the service is `degraded` (its prices are old).
+    marketplace_max_lag_days: int = 3
+    # The scanner's `POST /scan` on Ray Serve's HTTP proxy, for an ingress outside the Ray cluster.
+    # Neither this nor `scan_app`: catalog-only, and `POST /v1/scan` answers 503 scan_unavailable.
+    scan_url: str = ""
+    # Or the scanner's Ray Serve application, called through a DeploymentHandle from the ingress's own
+    # process (what `cardcat serve --scan` sets; cheaper than HTTP through Ray's proxy), in the Ray
+    # cluster at `ray_address` ("auto": the one this machine runs).
+    scan_app: str = ""
+    ray_address: str = "auto"
+    # When `cardcat serve` starts the scanner: also run Ray Serve's HTTP proxy on 127.0.0.1 at this port
+    # (`POST /scan`, for an ingress elsewhere). 0: no proxy; the ingress calls the app by handle.
+    scan_port: int = 0
+    # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
+    # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
+    # host that runs `prices sync`) wherever they do not share a writable data dir.
+    file_secret: str = ""
+    # How long a snapshot URL in an event stays valid (events may be retried for a day or more).
+    snapshot_url_ttl_s: int = 30 * 24 * 3600
+    # Serve the benchmark's static ceiling route (`/v1/_bench/static`); off in production.
+    bench_routes: bool = False
+    # Outbound events (catalog_api.events.deliverer). `cardcat serve` runs the deliverer beside the API
+    # unless off.
+    deliver_events: bool = True
+    # Webhook URLs must resolve to public addresses unless this allows private ones (internal receivers,
+    # tests on loopback). Checked when an endpoint is added and again before every delivery.
+    webhooks_allow_private: bool = False
+    # The whole of one webhook post (connect, send, read the answer) must finish within this many
+    # seconds, however slowly the receiver trickles its answer; past it the attempt has failed.
+    webhooks_timeout_s: float = 10.0
+    # Retry schedule of a failed delivery: min(cap, base * 2**(attempts-1)) seconds, jittered ±20%;
+    # the endpoint is disabled after max_attempts failures of one event (about 24 h with the defaults).
+    webhooks_backoff_base_s: float = 5.0
+    webhooks_backoff_cap_s: float = 3600.0
+    webhooks_max_attempts: int = 33
+    # How often an idle deliverer looks for new events, and how many endpoints it serves at once
+    # (PostgreSQL only; on SQLite the deliverer is a single worker).
+    webhooks_poll_s: float = 1.0
+    webhooks_concurrency: int = 4
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            return normalise_database_url(self.database_url)
+        return f"sqlite:///{self.data_dir / 'cardcat.db'}"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.data_dir / "images"
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """Published daily price snapshot files (served, signed, under /files/snapshots/)."""
+        return self.data_dir / "snapshots"
+
+    @property
+    def file_signing_key(self) -> bytes:
+        """Never derived from anything guessable: a forged snapshot URL could live until 2100."""
+        secret = self.file_secret or stored_secrets(self.data_dir).file
+        return hashlib.sha256(secret.encode()).digest()
+
+    @property
+    def index_dir(self) -> Path:
+        """The scanner's FAISS index of catalog faces (`cardcat index build`)."""
+        return self.data_dir / "index"
+
+
+def normalise_database_url(url: str) -> str:
+    """Accept plain `postgresql://` URLs and pin the psycopg 3 driver."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def async_url(url: str) -> str:
+    """The async twin of a sync SQLAlchemy URL (psycopg 3 is both; SQLite needs aiosqlite)."""
+    if url.startswith("sqlite:"):
+        return "sqlite+aiosqlite:" + url[len("sqlite:") :]
+    return url
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

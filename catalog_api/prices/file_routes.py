@@ -1,0 +1,30 @@
+"""Price snapshot files announced by `*_prices.snapshot` events: served only on a valid signed URL."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+from starlette.responses import FileResponse
+
+from catalog_api.deps import Context
+from catalog_api.kit.errors import NotFound, Unauthorized
+from catalog_api.kit.schemas import file_responses
+from catalog_api.prices import snapshot_files as snapshots
+
+router = APIRouter(tags=["events"])
+
+
+@router.get(
+    "/files/snapshots/{file_name}",
+    response_class=FileResponse,
+    responses=file_responses("application/gzip", signed=True),
+)
+async def snapshot_file(
+    context: Context, file_name: str, expires: str = Query(""), signature: str = Query("")
+) -> FileResponse:
+    """The file named in an event's `snapshot[].url` (the URL carries its own expiry and signature)."""
+    if not snapshots.verify(context.settings, file_name, expires, signature):
+        raise Unauthorized("The snapshot URL's signature is invalid or has expired.")
+    path = snapshots.snapshot_path(context.settings, file_name)
+    if path is None:
+        raise NotFound("No such snapshot.")
+    return FileResponse(path, media_type="application/gzip", filename=file_name)

@@ -1,0 +1,102 @@
+"""`POST /v1/scan`: the ingress side of the scanner.
+
+The ingress owns the request: the gate has authenticated and counted it; here the body is read (10 MB
+cap while streaming, or the URL fetched under the SSRF rules), its header checked, and the bytes handed
+to the Ray Serve scanner. The scanner answers with card ids; the catalog fields come from our database.
+Photos are held in memory only, never written or logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from catalog_api.catalog import repository
+from catalog_api.deps import AppContext, Context
+from catalog_api.kit.envelope import data_response
+from catalog_api.kit.errors import ScanUnavailable
+from catalog_api.kit.images import image_urls
+from catalog_api.kit.photo import probe_image
+from catalog_api.kit.scan_contract import ScannedCard, unidentified_answer
+from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
+from catalog_api.kit.vocabulary import GAME
+from catalog_api.scan.intake import read_scan_upload
+from catalog_api.scan.schemas import ScanResult
+
+router = APIRouter(prefix="/v1", tags=["scan"])
+SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    413: {"model": ErrorEnvelope, "description": "payload_too_large"},
+    503: {"model": ErrorEnvelope, "description": "scan_unavailable"},
+}
+
+
+@router.post(
+    "/scan",
+    response_model=Envelope[ScanResult],
+    responses=SCAN_ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"image": {"type": "string", "format": "binary"}},
+                        "required": ["image"],
+                    }
+                },
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"url": {"type": "string", "format": "uri"}},
+                        "required": ["url"],
+                    }
+                },
+            },
+        }
+    },
+)
+async def scan(request: Request, context: Context) -> Response:
+    """Identify a card from a photo: a multipart file field `image`, or JSON `{url}` (https, public)."""
+    if context.scanner is None:
+        raise ScanUnavailable("Scanning is not configured on this deployment.")
+    data = await read_scan_upload(request, context.fetch_policy)
+    await run_in_threadpool(probe_image, data)
+    decision = await context.scanner.scan(data)
+    matches = await _hydrate(context, decision["matches"])
+    body = {
+        "analysis": {"game": GAME if matches else None},
+        "matches": matches,
+        "unidentified": None if matches else unidentified_answer(decision),
+    }
+    return data_response(request, body)
+
+
+async def _hydrate(context: AppContext, matches: list[ScannedCard]) -> list[dict[str, Any]]:
+    """Card fields for the scanner's ids, in its order; ids no longer in the catalog are dropped."""
+    ids = [match["card_id"] for match in matches]
+    if not ids:
+        return []
+    async with context.engine.connect() as conn:
+        rows = await repository.scan_card_rows(conn, ids)
+    hydrated = []
+    for match in matches:
+        row = rows.get(match["card_id"])
+        if row is None:
+            continue
+        card_id, name, category, rarity, number, image_key, expansion_id, expansion_name = row
+        card = {
+            "id": card_id,
+            "name": name,
+            "category": category,
+            "rarity": rarity,
+            "number": number,
+            "image": image_urls(context.settings.public_url, image_key),
+            "expansion": {"id": expansion_id, "name": expansion_name},
+        }
+        hydrated.append({"score": match["score"], "card": card})
+    return hydrated

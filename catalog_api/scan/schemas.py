@@ -1,0 +1,44 @@
+"""Wire shapes of `POST /v1/scan`, for OpenAPI and the tests (the scanner's own answer to the ingress
+is the typed contract in `catalog_api.kit.scan_contract`, whose "unidentified" reasons these reuse)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from catalog_api.kit.scan_contract import UnidentifiedReason
+from catalog_api.kit.schemas import Image, Strict
+
+
+class ScanExpansion(Strict):
+    id: str
+    name: str
+
+
+class ScanCard(Strict):
+    id: str
+    name: str
+    category: str | None
+    rarity: str | None
+    number: str | None
+    image: Image | None
+    expansion: ScanExpansion
+
+
+class ScanMatch(Strict):
+    score: float = Field(ge=0, le=1)
+    card: ScanCard
+
+
+class ScanAnalysis(Strict):
+    game: str | None = Field(description="`cardgame`; null when `matches` is empty.")
+
+
+class Unidentified(Strict):
+    reason: UnidentifiedReason
+    message: str
+
+
+class ScanResult(Strict):
+    analysis: ScanAnalysis
+    matches: list[ScanMatch] = Field(max_length=5, description="Best first: one when confident, up to five.")
+    unidentified: Unidentified | None

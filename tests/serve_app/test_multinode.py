@@ -1,0 +1,224 @@
+"""The scanner on a two-node Ray cluster, and the loss of one node under load.
+
+A real cluster on this machine: a head (`ray start --head`) and a worker node (`ray start --address`),
+each its own raylet with its own CPUs. `cardcat serve --scan` attaches to it (`CARDCAT_RAY_ADDRESS`) and
+deploys two replicas of each model, which Ray Serve spreads over both nodes. Then the worker node is
+killed whole (its process group, as a machine dies) while scans run: every scan is answered, 200, or 503
+`scan_unavailable` with `Retry-After` while replicas move, never a 500 or a dropped connection, and the
+scanner answers from the head alone afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.harness import Service, free_port, launch_scanner, require_shared
+
+pytestmark = pytest.mark.slow
+EXPANSIONS = ("swsh10tg",)
+SEED = 23_000_000
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+class TwoNodeCluster:
+    """`ray start --head` plus one worker node started with `--block` in its own process group."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--object-store-memory=150000000"]
+        # The head holds every replica once the worker is gone (6 x 0.5 CPU + ScanService): 4 logical CPUs.
+        subprocess.run(
+            [
+                RAY,
+                "start",
+                "--head",
+                f"--port={self.port}",
+                "--num-cpus=4",
+                "--include-dashboard=false",
+                *common,
+            ],
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+        self.worker = subprocess.Popen(
+            [RAY, "start", f"--address={self.address}", "--num-cpus=2", "--block", *common],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while self.alive_nodes() < 2:
+            if time.monotonic() > deadline:
+                raise AssertionError("the worker node did not join")
+            time.sleep(1)
+
+    def alive_nodes(self) -> int:
+        probe = (
+            "import json, ray; ray.init(address=%r); print(json.dumps(sum(n['Alive'] for n in ray.nodes())))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", probe % self.address], env=self.env, capture_output=True, text=True
+        )
+        return int(json.loads(result.stdout.strip().splitlines()[-1])) if result.returncode == 0 else 0
+
+    def on_worker(self, pid: int) -> bool:
+        """Whether process `pid` belongs to the worker node (a descendant of its `ray start`)."""
+        while pid > 1:
+            if pid == self.worker.pid:
+                return True
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return False
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        return False
+
+    def kill_worker(self) -> None:
+        """The worker node dies at once: SIGKILL to its whole process group."""
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.worker.poll() is None:
+            self.kill_worker()
+        subprocess.run([RAY, "stop", "--force"], env=self.env, capture_output=True)
+
+
+def replica_pids(deployment: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if f"ServeReplica:scanner:{deployment}".encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[TwoNodeCluster]:
+    require_shared()
+    cluster = TwoNodeCluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def scanner(cluster: TwoNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    service = launch_scanner(
+        tmp_path_factory.mktemp("multinode"),
+        EXPANSIONS,
+        CARDCAT_RAY_ADDRESS=cluster.address,
+        CARDCAT_SCAN_REPLICAS="2",
+    )
+    yield service
+    service.stop()
+
+
+def photos() -> list[bytes]:
+    from training.renders import DEFAULT_CACHE
+    from training.synth import make_photo
+
+    out = []
+    for n in range(1, 5):
+        face = np.asarray(
+            Image.open(DEFAULT_CACHE / "catalog" / f"swsh10tg-TG{n:02d}" / "high.jpg").convert("RGB")
+        )
+        buffer = io.BytesIO()
+        Image.fromarray(make_photo(face, SEED + n, "standard").image).save(buffer, format="JPEG", quality=90)
+        out.append(buffer.getvalue())
+    return out
+
+
+def test_replicas_are_spread_over_both_nodes(cluster: TwoNodeCluster, scanner: Service) -> None:
+    for deployment in ("Detector", "Embedder", "Reader"):
+        pids = replica_pids(deployment)
+        assert len(pids) == 2, (deployment, pids)
+        assert sorted(cluster.on_worker(pid) for pid in pids) == [False, True], deployment
+    with scanner.client() as client:
+        client.timeout = httpx.Timeout(120)
+        response = client.post("/v1/scan", files={"image": ("p.jpg", photos()[0], "image/jpeg")})
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["matches"][0]["card"]["id"] == "swsh10tg-TG01"
+
+
+def test_losing_the_worker_node_under_load_costs_no_500_and_no_dropped_connection(
+    cluster: TwoNodeCluster, scanner: Service
+) -> None:
+    bodies = photos()
+    outcomes: Counter[str] = Counter()
+    missing_retry_after = 0
+    stop = threading.Event()
+
+    async def load() -> None:
+        nonlocal missing_retry_after
+        headers = {"Authorization": f"Bearer {scanner.quick_key()}"}
+        async with httpx.AsyncClient(base_url=scanner.base_url, headers=headers, timeout=120) as client:
+
+            async def loop(k: int) -> None:
+                nonlocal missing_retry_after
+                n = k
+                while not stop.is_set():
+                    files = {"image": ("p.jpg", bodies[n % len(bodies)], "image/jpeg")}
+                    n += 1
+                    try:
+                        response = await client.post("/v1/scan", files=files)
+                    except httpx.HTTPError as error:
+                        outcomes[f"dropped: {type(error).__name__}"] += 1
+                        continue
+                    outcomes[str(response.status_code)] += 1
+                    if response.status_code == 503 and "retry-after" not in response.headers:
+                        missing_retry_after += 1
+
+            await asyncio.gather(*(loop(k) for k in range(4)))
+
+    worker = threading.Thread(target=lambda: asyncio.run(load()))
+    worker.start()
+    try:
+        time.sleep(5)
+        before = outcomes["200"]
+        cluster.kill_worker()
+        time.sleep(20)
+    finally:
+        stop.set()
+        worker.join(timeout=300)
+    print(f"scans while the worker node died: {dict(outcomes)}")
+    assert before > 0, outcomes
+    assert set(outcomes) <= {"200", "503"}, outcomes
+    assert missing_retry_after == 0
+    assert not any(
+        cluster.on_worker(pid) for d in ("Detector", "Embedder", "Reader") for pid in replica_pids(d)
+    )
+    # The head answers alone: replicas lost with the node are replaced there.
+    deadline = time.monotonic() + 120
+    with scanner.client() as client:
+        client.timeout = httpx.Timeout(120)
+        while True:
+            response = client.post("/v1/scan", files={"image": ("p.jpg", bodies[1], "image/jpeg")})
+            if response.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["matches"][0]["card"]["id"] == "swsh10tg-TG02"
