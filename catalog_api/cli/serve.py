@@ -61,17 +61,20 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
     """Serve the API (uvicorn), and the scanner on Ray Serve behind it."""
     settings = get_settings()
     started_ray = False
+    # An explicit cluster address: deploy the scanner there (its nodes hold the replicas) and leave it
+    # running when this ingress stops; otherwise Ray starts here and stops with this process.
+    attach_to = "" if settings.ray_address in ("", "auto") else settings.ray_address
     if scan is not False and not (settings.scan_url or settings.scan_app):
         from serve_app.config import ScanConfig, models_present
 
-        config = ScanConfig(index_dir=str(settings.index_dir))
+        config = ScanConfig(index_dir=str(settings.index_dir), replicas=settings.scan_replicas)
         missing = models_present(config)
         if missing and scan:
             raise click.ClickException(f"cannot start the scanner, missing: {', '.join(missing)}")
         if not missing:
             from serve_app.local import start_scanner
 
-            app_name, ray_address = start_scanner(config, settings.scan_port or None)
+            app_name, ray_address = start_scanner(config, settings.scan_port or None, attach_to)
             settings = settings.model_copy(update={"scan_app": app_name, "ray_address": ray_address})
             started_ray = True
         else:
@@ -88,7 +91,7 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
         if started_ray:
             from serve_app.local import stop_scanner
 
-            stop_scanner()
+            stop_scanner(attached=bool(attach_to))
 
 
 def _run_uvicorn(settings: Settings, host: str, port: int, workers: int) -> None:

@@ -6,6 +6,7 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from catalog_api.kit.secret_store import stored_secrets
@@ -48,12 +49,17 @@ class Settings(BaseSettings):
     scan_url: str = ""
     # Or the scanner's Ray Serve application, called through a DeploymentHandle from the ingress's own
     # process (what `cardcat serve --scan` sets; cheaper than HTTP through Ray's proxy), in the Ray
-    # cluster at `ray_address` ("auto": the one this machine runs).
+    # cluster at `ray_address` ("auto": the one this machine runs). An explicit `host:port` (a running
+    # cluster's GCS, e.g. a KubeRay head) also makes `cardcat serve --scan` deploy the scanner onto that
+    # cluster instead of starting a Ray instance of its own.
     scan_app: str = ""
     ray_address: str = "auto"
     # When `cardcat serve` starts the scanner: also run Ray Serve's HTTP proxy on 127.0.0.1 at this port
     # (`POST /scan`, for an ingress elsewhere). 0: no proxy; the ingress calls the app by handle.
     scan_port: int = 0
+    # Replicas of each scanner model (detector, reader, embedder) `cardcat serve` deploys; on a cluster of
+    # several nodes Ray Serve spreads them, so a lost node leaves every model answering.
+    scan_replicas: int = Field(default=1, ge=1, le=64)
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.
