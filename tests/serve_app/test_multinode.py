@@ -14,6 +14,7 @@ import asyncio
 import io
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -40,9 +41,14 @@ class TwoNodeCluster:
     """`ray start --head` plus one worker node started with `--block` in its own process group."""
 
     def __init__(self) -> None:
+        self.worker: subprocess.Popen[bytes] | None = None
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        # Token authentication, as a real cluster runs it: every node and the ingress hold the token.
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **self.auth}
+
+    def start(self) -> None:
         common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--object-store-memory=150000000"]
         # The head holds every replica once the worker is gone (6 x 0.5 CPU + ScanService): 4 logical CPUs.
         subprocess.run(
@@ -83,7 +89,7 @@ class TwoNodeCluster:
 
     def on_worker(self, pid: int) -> bool:
         """Whether process `pid` belongs to the worker node (a descendant of its `ray start`)."""
-        while pid > 1:
+        while pid > 1 and self.worker is not None:
             if pid == self.worker.pid:
                 return True
             try:
@@ -95,11 +101,12 @@ class TwoNodeCluster:
 
     def kill_worker(self) -> None:
         """The worker node dies at once: SIGKILL to its whole process group."""
+        assert self.worker is not None
         os.killpg(self.worker.pid, signal.SIGKILL)
         self.worker.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.worker.poll() is None:
+        if self.worker is not None and self.worker.poll() is None:
             self.kill_worker()
         subprocess.run([RAY, "stop", "--force"], env=self.env, capture_output=True)
 
@@ -121,8 +128,11 @@ def replica_pids(deployment: str) -> list[int]:
 def cluster() -> Iterator[TwoNodeCluster]:
     require_shared()
     cluster = TwoNodeCluster()
-    yield cluster
-    cluster.stop()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +142,7 @@ def scanner(cluster: TwoNodeCluster, tmp_path_factory: pytest.TempPathFactory) -
         EXPANSIONS,
         CARDCAT_RAY_ADDRESS=cluster.address,
         CARDCAT_SCAN_REPLICAS="2",
+        **cluster.auth,
     )
     yield service
     service.stop()
