@@ -20,7 +20,7 @@ from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.deps import AppContext
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.db import make_async_engine
-from catalog_api.kit.http_errors import install_error_handlers
+from catalog_api.kit.http_errors import ErrorGuard, install_error_handlers
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.secret_store import stored_secrets
 from catalog_api.kit.settings import Settings, get_settings
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(bench_routes.router)
     install_error_handlers(app)
     app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
+    app.add_middleware(ErrorGuard)  # added last: outside the gate, so the gate's own failures are answered
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,19 +29,20 @@ def _pg_bin() -> Path | None:
 
 
 class PrivatePostgres:
-    """`initdb` + `pg_ctl` on a free port; PostgreSQL refuses to run as root, so root runs it as postgres."""
+    """`initdb` + `pg_ctl` on a free port, in a directory of its own under /tmp (pytest's are private to
+    their owner); PostgreSQL refuses to run as root, so root runs it as the postgres user."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self) -> None:
         bin_dir = _pg_bin()
         if bin_dir is None:
             unavailable("PostgreSQL server binaries (pg_ctl, initdb) not found")
         self.bin = bin_dir
-        self.root, self.data = root, root / "data"
+        self.root = Path(tempfile.mkdtemp(prefix="cardcat-pg-"))
+        self.data = self.root / "data"
         self.port = free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
-            shutil.chown(root, "postgres")
+            shutil.chown(self.root, "postgres")
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
         self.start()
 
@@ -72,6 +74,7 @@ class PrivatePostgres:
     def close(self) -> None:
         with contextlib.suppress(RuntimeError):  # already stopped
             self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class PrivateRedis:

@@ -20,8 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.access.keys import KeyVerifier, bearer_token, hash_key
 from catalog_api.access.ratelimit import Decision, RateLimiter
-from catalog_api.kit.errors import Internal, RateLimited, Unauthorized
-from catalog_api.kit.http_errors import INTERNAL, send_error
+from catalog_api.kit.errors import RateLimited, Unauthorized
+from catalog_api.kit.http_errors import as_api_error, send_error
 
 log = logging.getLogger(__name__)
 RATE_LIMITED = "Request budget spent; retry after Retry-After seconds."
@@ -119,8 +119,10 @@ class V1Gate:
 
         try:
             await self.app(scope, receive, send_with_headers)
-        except Exception:
-            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+        except Exception as exc:
             if started:
+                log.exception(
+                    "error after the response started: %s %s", scope.get("method"), scope.get("path")
+                )
                 raise
-            await send_error(send, Internal(INTERNAL), decision.headers())
+            await send_error(send, as_api_error(exc), decision.headers())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -12,6 +14,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
 
+from catalog_api.kit.http_errors import is_database_down
 from catalog_api.kit.models import ApiKey
 
 KEY_PATTERN = re.compile(r"cc_[A-Za-z0-9_-]{43}")
@@ -97,10 +100,19 @@ def _info(row: ApiKey) -> KeyInfo:
 
 
 class KeyVerifier:
-    """Looks every presented key up by digest, so a revocation takes effect on the next request."""
+    """Looks every presented key up by digest, so a revocation takes effect on the next request.
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    While the database cannot be reached, a key this process verified within `outage_grace_s` is still
+    let through (its reads may be served from memory: reference tables, the response cache): a
+    database restart then costs those clients nothing, and a revocation made during the outage takes
+    effect when the database is back. Any other key gets `500 internal` with `Retry-After`."""
+
+    def __init__(
+        self, engine: AsyncEngine, outage_grace_s: float = 300.0, max_remembered: int = 100_000
+    ) -> None:
         self._engine = engine
+        self.outage_grace_s, self.max_remembered = outage_grace_s, max_remembered
+        self._verified: OrderedDict[str, float] = OrderedDict()  # digest -> monotonic time last verified
 
     async def verify(self, key: str) -> str | None:
         """The key's rate-limit bucket when it is known, not revoked and not expired; otherwise None.
@@ -109,10 +121,25 @@ class KeyVerifier:
         (staging and production, or test runs) never share a budget."""
         digest = hash_key(key)
         stmt = select(ApiKey.id, ApiKey.expires_at, ApiKey.revoked_at).where(ApiKey.key_hash == digest)
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(stmt)).first()
+        try:
+            async with self._engine.connect() as conn:
+                row = (await conn.execute(stmt)).first()
+        except Exception as exc:
+            verified_at = self._verified.get(digest)
+            recent = verified_at is not None and time.monotonic() - verified_at < self.outage_grace_s
+            if recent and is_database_down(exc):
+                return _bucket(digest)
+            raise
+        self._verified.pop(digest, None)
         if row is None or row.revoked_at is not None:
             return None
         if row.expires_at is not None and _aware(row.expires_at) <= datetime.now(UTC):
             return None
-        return "key:" + digest[:32]
+        self._verified[digest] = time.monotonic()
+        if len(self._verified) > self.max_remembered:
+            self._verified.popitem(last=False)
+        return _bucket(digest)
+
+
+def _bucket(digest: str) -> str:
+    return "key:" + digest[:32]

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from catalog_api.catalog import records, repository
 from catalog_api.catalog.search import SearchIndex
+from catalog_api.kit.http_errors import is_database_down
 from catalog_api.kit.models import (
     Expansion,
     FeedState,
@@ -130,7 +131,15 @@ class SnapshotHolder:
         async with self._lock:
             if self._snapshot is not None and time.monotonic() - self._checked < RECHECK_S:
                 return
-            versions = await feed_versions(self._engine)
+            try:
+                versions = await feed_versions(self._engine)
+            except Exception as exc:
+                if self._snapshot is None or not is_database_down(exc):
+                    raise
+                # The database is away (restart, failover): keep answering from what is held, which is
+                # what it last said, and look again in a second.
+                self._checked = time.monotonic()
+                return
             held = dict(versions)
             wanted = (held.get("catalog", 0), held.get("marketplace", 0))
             if self._snapshot is None or self._snapshot.version != wanted:

@@ -65,5 +65,17 @@ class Internal(APIError):
     status, code = 500, "internal"
 
 
+# Seconds a client is told to wait when the database cannot be reached: a restart or failover takes a few.
+DATABASE_RETRY_AFTER_S = 2
+
+
+class DatabaseUnavailable(Internal):
+    """The database cannot be reached (restart, failover, network). The spec has no code of its own for
+    it, so it stays `500 internal`, with `Retry-After` saying it is worth retrying soon."""
+
+    def __init__(self, message: str = "The database is unavailable; please retry.") -> None:
+        super().__init__(message, headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
+
+
 class ScanUnavailable(APIError):
     status, code = 503, "scan_unavailable"

@@ -7,6 +7,11 @@ handlers answer with `error_response`; the `/v1` gate answers before routing, as
 `send_error`; and uvicorn's parser answers requests it cannot read (`kit.http_protocol`) with
 `error_body`. The scanner's refusals arrive as the scan contract's `{code, message}` and are raised
 as the `APIError` of that code by the scan client.
+
+No exception may leave the app: Starlette's outermost middleware answers one with a 500 but then raises
+it again, and uvicorn, seeing an exception after a complete response, closes the connection, so the
+next request a keep-alive client already sent on it vanishes without an answer. `ErrorGuard` sits
+outside everything else and ends every exception in an answer.
 """
 
 from __future__ import annotations
@@ -15,13 +20,22 @@ import logging
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.kit.envelope import JSON, error_body
-from catalog_api.kit.errors import APIError, BadRequest, Internal, MethodNotAllowed, NotFound
+from catalog_api.kit.errors import (
+    APIError,
+    BadRequest,
+    DatabaseUnavailable,
+    Internal,
+    MethodNotAllowed,
+    NotFound,
+)
 
 log = logging.getLogger("cardcat")
 INTERNAL = "Internal error; please retry."
@@ -62,8 +76,53 @@ def as_api_error(exc: Exception) -> APIError:
     if isinstance(exc, RequestValidationError):
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
         return BadRequest(f"Invalid request: {problems}")
+    if is_database_down(exc):
+        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return DatabaseUnavailable()
     log.error("unhandled error", exc_info=exc)
     return Internal(INTERNAL)
+
+
+def is_database_down(exc: BaseException) -> bool:
+    """Whether `exc` says the database could not be reached or dropped the connection (a restart, a
+    failover), rather than that a statement was wrong: those are worth retrying in a moment."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if isinstance(exc, DBAPIError):
+        import psycopg
+
+        cause = exc.orig
+        return exc.connection_invalidated or isinstance(
+            cause, psycopg.OperationalError | psycopg.InterfaceError | OSError
+        )
+    return False
+
+
+class ErrorGuard:
+    """The outermost middleware: an exception nothing else answered is answered here, in the envelope,
+    and not raised further (see the module's docstring). Only a response already under way cannot be
+    answered again; that one is raised and its connection closed, as nothing else is possible."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            if started:
+                raise
+            await send_error(send, as_api_error(exc))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -72,5 +131,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def handle(_request: Request, exc: Exception) -> Response:
         return error_response(as_api_error(exc))
 
-    for kind in (APIError, StarletteHTTPException, RequestValidationError, Exception):
+    for kind in (
+        APIError,
+        StarletteHTTPException,
+        RequestValidationError,
+        DBAPIError,
+        PoolTimeout,
+        Exception,
+    ):
         app.add_exception_handler(kind, handle)
