@@ -1,6 +1,6 @@
 """Upstream catalog feed records -> the service's rows. Every quirk of the real feed is decided here.
 
-Decisions (also in README):
+Decisions (also in docs/catalog.md):
 - A card (or expansion, or series) without an English name is served under the first name it has in
   another language (French in today's feed), else its id; nothing is dropped.
 - Rarity "None" (a string upstream) means the source has no rarity: served as null.

@@ -214,7 +214,7 @@ class PriceFile(Base):
 
 
 class CardMover(Base):
-    """One computed window of a card's headline printing (see catalog_api/movers.py)."""
+    """One computed window of a card's headline printing (see catalog_api/prices/movers.py)."""
 
     __tablename__ = "card_movers"
 

@@ -1,6 +1,6 @@
 """Price movers: how a card's headline price moved over 1, 7 and 30 days.
 
-Definitions (the README repeats them):
+Definitions (docs/prices.md repeats them):
 - A card's **headline printing** is the printing its displayed price is read from: the first of its
   printings, in the feed's printing order, that has a current `NM` market price. The displayed price is
   that `NM` market price. A card with no such printing has no mover row (`include=change` leaves the

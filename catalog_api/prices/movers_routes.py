@@ -1,4 +1,4 @@
-"""`GET /v1/movers`: the leaderboard of biggest price gainers and losers (see catalog_api/movers.py)."""
+"""`GET /v1/movers`: the leaderboard of biggest price gainers and losers (see `prices/movers.py`)."""
 
 from __future__ import annotations
 

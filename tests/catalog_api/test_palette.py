@@ -1,4 +1,4 @@
-"""Card `palette` (catalog_api/palette.py): the art's colours, strong colour first, border never first.
+"""Card `palette` (catalog_api/ingest/palette.py): the art's colours, strong colour first, border never first.
 
 - On real rendered faces (../shared/tools/cardrender.py, cached): the first colour matches the
   manifest's `art_colour` (CIE76 ΔE under CLOSE_DE) on nearly every card with one; neutral art leads

@@ -1,7 +1,7 @@
 """`cardcat prices sync` end to end, and what it feeds: current prices, movers, the leaderboard and the
 daily price snapshot files.
 
-The catalog is the project's own sample (`catalog_api/demo_catalog.py`), so these tests run without
+The catalog is the project's own sample (`catalog_api/ingest/demo_catalog.py`), so these tests run without
 ../shared; the price feeds are written here, row by row, so every mover below is checked by hand.
 One test also loads `../shared/tools/marketfeed.py` output (the real feed format) where it exists.
 """

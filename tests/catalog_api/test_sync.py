@@ -3,7 +3,7 @@ the real server serves what it loaded.
 
 - Idempotent: the same folder twice writes nothing, and the API's bodies and ETags do not move.
 - Incremental: edits to a copy of the feed (gzip JSON Lines) touch only what they changed.
-- Quirks of the real feed, as decided in `catalog_api/feed.py`.
+- Quirks of the real feed, as decided in `catalog_api/ingest/feed.py`.
 - Nothing is lost: every card line is served, with every distinct printing.
 - Images: `--images` ingests the renderer's faces; the server serves them back byte for byte.
 
