@@ -11,7 +11,6 @@ scanner answers from the head alone afterwards.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import os
 import secrets
@@ -25,11 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
-from PIL import Image
 
 from tests.harness import Service, free_port, launch_scanner, require_shared
+from tests.serve_app.replicas import replica_pids, tg_photos
 
 pytestmark = pytest.mark.slow
 EXPANSIONS = ("swsh10tg",)
@@ -111,19 +109,6 @@ class TwoNodeCluster:
         subprocess.run([RAY, "stop", "--force"], env=self.env, capture_output=True)
 
 
-def replica_pids(deployment: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if f"ServeReplica:scanner:{deployment}".encode() in cmdline:
-                found.append(int(entry.name))
-    return found
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[TwoNodeCluster]:
     require_shared()
@@ -148,21 +133,6 @@ def scanner(cluster: TwoNodeCluster, tmp_path_factory: pytest.TempPathFactory) -
     service.stop()
 
 
-def photos() -> list[bytes]:
-    from training.renders import DEFAULT_CACHE
-    from training.synth import make_photo
-
-    out = []
-    for n in range(1, 5):
-        face = np.asarray(
-            Image.open(DEFAULT_CACHE / "catalog" / f"swsh10tg-TG{n:02d}" / "high.jpg").convert("RGB")
-        )
-        buffer = io.BytesIO()
-        Image.fromarray(make_photo(face, SEED + n, "standard").image).save(buffer, format="JPEG", quality=90)
-        out.append(buffer.getvalue())
-    return out
-
-
 def test_replicas_are_spread_over_both_nodes(cluster: TwoNodeCluster, scanner: Service) -> None:
     for deployment in ("Detector", "Embedder", "Reader"):
         pids = replica_pids(deployment)
@@ -170,7 +140,7 @@ def test_replicas_are_spread_over_both_nodes(cluster: TwoNodeCluster, scanner: S
         assert sorted(cluster.on_worker(pid) for pid in pids) == [False, True], deployment
     with scanner.client() as client:
         client.timeout = httpx.Timeout(120)
-        response = client.post("/v1/scan", files={"image": ("p.jpg", photos()[0], "image/jpeg")})
+        response = client.post("/v1/scan", files={"image": ("p.jpg", tg_photos(SEED)[0], "image/jpeg")})
     assert response.status_code == 200, response.text
     assert response.json()["data"]["matches"][0]["card"]["id"] == "swsh10tg-TG01"
 
@@ -178,7 +148,7 @@ def test_replicas_are_spread_over_both_nodes(cluster: TwoNodeCluster, scanner: S
 def test_losing_the_worker_node_under_load_costs_no_500_and_no_dropped_connection(
     cluster: TwoNodeCluster, scanner: Service
 ) -> None:
-    bodies = photos()
+    bodies = tg_photos(SEED)
     outcomes: Counter[str] = Counter()
     missing_retry_after = 0
     stop = threading.Event()

@@ -5,21 +5,18 @@ never a 500 or a dropped connection, and the scanner answers again once Ray has 
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import signal
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
-from PIL import Image
 
 from tests.harness import Service, launch_scanner, require_shared
+from tests.serve_app.replicas import replica_pids, tg_photos
 
 EXPANSIONS = ("swsh10tg",)
 SEED = 22_000_000
@@ -33,35 +30,8 @@ def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     service.stop()
 
 
-def replica_pid(deployment: str) -> int:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if f"ServeReplica:scanner:{deployment}".encode() in cmdline:
-                return int(entry.name)
-    raise AssertionError(f"no {deployment} replica running")
-
-
-def photos() -> list[bytes]:
-    from training.renders import DEFAULT_CACHE
-    from training.synth import make_photo
-
-    out = []
-    for n in range(1, 5):
-        face = np.asarray(
-            Image.open(DEFAULT_CACHE / "catalog" / f"swsh10tg-TG{n:02d}" / "high.jpg").convert("RGB")
-        )
-        buffer = io.BytesIO()
-        Image.fromarray(make_photo(face, SEED + n, "standard").image).save(buffer, format="JPEG", quality=90)
-        out.append(buffer.getvalue())
-    return out
-
-
 def test_replicas_killed_under_load_cost_no_500_and_no_dropped_connection(scanner: Service):
-    bodies = photos()
+    bodies = tg_photos(SEED)
     outcomes: Counter[str] = Counter()
     missing_retry_after: list[int] = []
     stop = threading.Event()
@@ -91,7 +61,7 @@ def test_replicas_killed_under_load_cost_no_500_and_no_dropped_connection(scanne
     try:
         time.sleep(3)
         for deployment in ("Reader", "Detector"):
-            os.kill(replica_pid(deployment), signal.SIGKILL)
+            os.kill(replica_pids(deployment)[0], signal.SIGKILL)
             time.sleep(10)
     finally:
         stop.set()
