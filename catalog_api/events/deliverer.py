@@ -35,6 +35,7 @@ import asyncio
 import logging
 import random
 import re
+import ssl
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -43,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+import certifi
 import httpx
 from sqlalchemy import Connection, Engine, func, select, tuple_, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -172,7 +174,9 @@ class Poster(AbstractContextManager["Poster"]):
         self.settings = settings
         self._runner = asyncio.Runner()
         timeout = httpx.Timeout(settings.webhooks_timeout_s)
-        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
+        self._client = httpx.AsyncClient(
+            timeout=timeout, follow_redirects=False, trust_env=False, verify=tls_context(settings)
+        )
 
     def post(self, job: Job) -> Outcome:
         """The attempt's outcome; never raises (an unexpected error is a failed attempt like any other,
@@ -188,6 +192,16 @@ class Poster(AbstractContextManager["Poster"]):
             self._runner.run(self._client.aclose())
         finally:
             self._runner.close()
+
+
+def tls_context(settings: Settings) -> ssl.SSLContext:
+    """How https receivers are checked: certificate chain to a trusted CA (certifi's, plus
+    `CARDCAT_WEBHOOKS_CA_FILE`) and the certificate's name against the endpoint's host name, which is
+    also the SNI sent, although the connection goes to the address that was checked, not re-resolved."""
+    context = ssl.create_default_context(cafile=certifi.where())
+    if settings.webhooks_ca_file:
+        context.load_verify_locations(cafile=settings.webhooks_ca_file)
+    return context
 
 
 async def _post(client: httpx.AsyncClient, job: Job, settings: Settings) -> Outcome:

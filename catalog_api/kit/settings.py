@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     # Webhook URLs must resolve to public addresses unless this allows private ones (internal receivers,
     # tests on loopback). Checked when an endpoint is added and again before every delivery.
     webhooks_allow_private: bool = False
+    # A PEM bundle of certificate authorities trusted for https webhook receivers besides the public
+    # ones (certifi's): receivers inside a company whose certificates a private CA issued.
+    webhooks_ca_file: str = ""
     # The whole of one webhook post (connect, send, read the answer) must finish within this many
     # seconds, however slowly the receiver trickles its answer; past it the attempt has failed.
     webhooks_timeout_s: float = 10.0
