@@ -1,4 +1,5 @@
-"""Backends a test may take down: a private PostgreSQL cluster and a private Redis, on their own ports.
+"""Backends a test may take down: a private PostgreSQL cluster, a private Redis and a two-node Ray
+cluster, on their own ports.
 
 The shared PostgreSQL and Redis on 127.0.0.1 serve every other test (and other checkouts), so an outage
 is staged on servers started here from the same binaries, in a temp dir, and stopped and started at will.
@@ -7,9 +8,13 @@ is staged on servers started here from the same binaries, in a temp dir, and sto
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +23,8 @@ import psycopg
 import redis
 
 from tests.harness import free_port, unavailable
+
+RAY = str(Path(sys.executable).with_name("ray"))
 
 
 def _pg_bin() -> Path | None:
@@ -123,3 +130,77 @@ class PrivateRedis:
             self.process = None
 
     close = stop
+
+
+class TwoNodeCluster:
+    """`ray start --head` plus one worker node started with `--block` in its own process group."""
+
+    def __init__(self) -> None:
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        # Token authentication, as a real cluster runs it: every node and the ingress hold the token.
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **self.auth}
+
+    def start(self) -> None:
+        common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--object-store-memory=150000000"]
+        # The head holds every replica once the worker is gone (6 x 0.5 CPU + ScanService): 4 logical CPUs.
+        subprocess.run(
+            [
+                RAY,
+                "start",
+                "--head",
+                f"--port={self.port}",
+                "--num-cpus=4",
+                "--include-dashboard=false",
+                *common,
+            ],
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+        self.worker = subprocess.Popen(
+            [RAY, "start", f"--address={self.address}", "--num-cpus=2", "--block", *common],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while self.alive_nodes() < 2:
+            if time.monotonic() > deadline:
+                raise AssertionError("the worker node did not join")
+            time.sleep(1)
+
+    def alive_nodes(self) -> int:
+        probe = (
+            "import json, ray; ray.init(address=%r); print(json.dumps(sum(n['Alive'] for n in ray.nodes())))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", probe % self.address], env=self.env, capture_output=True, text=True
+        )
+        return int(json.loads(result.stdout.strip().splitlines()[-1])) if result.returncode == 0 else 0
+
+    def on_worker(self, pid: int) -> bool:
+        """Whether process `pid` belongs to the worker node (a descendant of its `ray start`)."""
+        while pid > 1 and self.worker is not None:
+            if pid == self.worker.pid:
+                return True
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return False
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        return False
+
+    def kill_worker(self) -> None:
+        """The worker node dies at once: SIGKILL to its whole process group."""
+        assert self.worker is not None
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.worker is not None and self.worker.poll() is None:
+            self.kill_worker()
+        subprocess.run([RAY, "stop", "--force"], env=self.env, capture_output=True)
