@@ -266,7 +266,8 @@ class Embedder:
         face itself, so a scan sends it once."""
         if self.watcher.due():
             await asyncio.to_thread(self.watcher.refresh)
-        bundle = await asyncio.to_thread(self._prepare)
+            await asyncio.to_thread(self._prepare)  # a new build moves to the search device off the loop
+        bundle = self._prepare()
 
         def run() -> list[tuple[Hits, Hits, str]]:
             both = [view for face in faces for view in (face, half_turn(face))]
