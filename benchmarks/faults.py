@@ -6,6 +6,7 @@ down are private, tests/outages.py) while closed-loop clients keep calling over 
 - `replicas`: the scanner's Reader replica, then its Detector, SIGKILLed during scans (3 expansions'
   index is not needed: one, swsh10tg);
 - `postgres`: PostgreSQL stopped for 5 s (fast shutdown) during catalog reads, then started again;
+  `postgres-nocache` the same with the response cache off, so every card read needs the database;
 - `redis`: the Redis that holds the shared rate limit stopped for 10 s during catalog reads;
 - `node`: on a two-node Ray cluster, the worker node (its replicas with it) killed during scans.
 
@@ -44,7 +45,7 @@ from tests.harness import REPO, Database, Service, launch_scanner
 from tests.outages import PrivatePostgres, PrivateRedis, TwoNodeCluster
 from tests.serve_app.replicas import replica_pids, tg_photos
 
-FAULTS = ("replicas", "postgres", "redis", "node")
+FAULTS = ("replicas", "postgres", "postgres-nocache", "redis", "node")
 SEED = 24_000_000
 
 
@@ -127,9 +128,10 @@ def _catalog_service(root: Path, database: Database, **env: str) -> Service:
     return service
 
 
-def fault_postgres(root: Path) -> dict[str, Any]:
+def fault_postgres(root: Path, cache: bool = True) -> dict[str, Any]:
     postgres = PrivatePostgres()
-    service = _catalog_service(root, Database(postgres.url, "postgresql"))
+    env = {} if cache else {"CARDCAT_RESPONSE_CACHE_MB": "0"}
+    service = _catalog_service(root, Database(postgres.url, "postgresql"), **env)
     try:
         with Load(_read, service.base_url, service.key, clients=8).running() as load:
             time.sleep(3)
@@ -138,7 +140,8 @@ def fault_postgres(root: Path) -> dict[str, Any]:
             postgres.start()
             back = time.monotonic()
             time.sleep(15)
-        return load.summary("PostgreSQL stopped 5 s during catalog reads (8 clients)", back)
+        what = "response cache on" if cache else "response cache off: every card read needs the database"
+        return load.summary(f"PostgreSQL stopped 5 s during catalog reads (8 clients; {what})", back)
     finally:
         service.stop()
         postgres.close()
@@ -216,7 +219,13 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "faults.json")
     args = parser.parse_args()
-    runs = {"replicas": fault_replicas, "postgres": fault_postgres, "redis": fault_redis, "node": fault_node}
+    runs: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "replicas": fault_replicas,
+        "postgres": fault_postgres,
+        "postgres-nocache": lambda root: fault_postgres(root, cache=False),
+        "redis": fault_redis,
+        "node": fault_node,
+    }
     rows = []
     for name in args.only.split(","):
         with tempfile.TemporaryDirectory(prefix=f"cardcat-fault-{name}-") as tmp:
