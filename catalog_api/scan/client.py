@@ -11,6 +11,7 @@ and both try a failed call once more before answering `503 scan_unavailable` wit
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Protocol, cast
 
@@ -25,6 +26,9 @@ log = logging.getLogger("cardcat.scan")
 # client is told when to come back: replicas restart in seconds.
 ATTEMPTS = 2
 RETRY_AFTER_S = 2
+# A call Ray cannot place (the app deleted, or every replica gone and none yet restarted) waits for a
+# replica rather than failing; past this the client is told to come back instead of waiting on.
+CALL_TIMEOUT_S = 60.0
 
 
 def unavailable(message: str) -> ScanUnavailable:
@@ -81,8 +85,11 @@ class ServeHandleScanClient:
     async def scan(self, photo: bytes) -> ScanDecision:
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                answer: ScanAnswer = await self.handle.scan_photo.remote(photo)
+                answer: ScanAnswer = await asyncio.wait_for(self._call(photo), CALL_TIMEOUT_S)
                 break
+            except TimeoutError:
+                log.warning("scanner call unanswered after %.0f s", CALL_TIMEOUT_S)
+                raise unavailable("The scanner is not answering right now; please retry.") from None
             except Exception as error:  # a replica that died, an app being redeployed: Ray's many types
                 log.warning("scanner call failed (attempt %d): %s", attempt, type(error).__name__)
         else:
@@ -90,6 +97,10 @@ class ServeHandleScanClient:
         if "error" in answer:
             raise refusal_error(cast(ScanRefusal, answer)["error"])
         return cast(ScanDecision, answer)
+
+    async def _call(self, photo: bytes) -> ScanAnswer:
+        answer: ScanAnswer = await self.handle.scan_photo.remote(photo)
+        return answer
 
     async def aclose(self) -> None:
         return None

@@ -11,6 +11,8 @@ scanner answers from the head alone afterwards.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +21,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.harness import Service, launch_scanner, require_shared
+from tests.harness import REPO, Service, launch_scanner, require_shared
 from tests.outages import TwoNodeCluster
 from tests.serve_app.replicas import replica_pids, tg_photos
 
@@ -122,3 +124,49 @@ def test_losing_the_worker_node_under_load_costs_no_500_and_no_dropped_connectio
             time.sleep(2)
     assert response.status_code == 200, response.text
     assert response.json()["data"]["matches"][0]["card"]["id"] == "swsh10tg-TG02"
+
+
+def run_driver(code: str, env: dict[str, str]) -> None:
+    """A Python process that joins the cluster, does what an operator would, and leaves."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_while_the_app_is_deleted_and_redeployed_scans_answer_503_then_200(
+    cluster: TwoNodeCluster, scanner: Service
+) -> None:
+    """The operator deletes the Serve app and deploys it again (`serve deploy` of a new config does the
+    same per deployment): meanwhile a scan is `503 scan_unavailable` with `Retry-After`, not a 500 or a
+    hung request, and the ingress reaches the new app without restarting."""
+    env = {**cluster.env, "PYTHONPATH": str(REPO)}
+    driver = (
+        f"import ray; from ray import serve; ray.init(address={cluster.address!r}); serve.delete('scanner')"
+    )
+    subprocess.run([sys.executable, "-c", driver], env=env, check=True, capture_output=True, timeout=180)
+    body = tg_photos(SEED)[2]
+    with scanner.client() as client:
+        client.timeout = httpx.Timeout(180)
+        started = time.monotonic()
+        response = client.post("/v1/scan", files={"image": ("p.jpg", body, "image/jpeg")})
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] == "scan_unavailable" and response.headers["retry-after"]
+        assert time.monotonic() - started < 150
+        redeploy = (
+            "from serve_app.config import ScanConfig; from serve_app.local import start_scanner; "
+            f"start_scanner(ScanConfig(index_dir={str(scanner.data_dir / 'index')!r}), "
+            f"ray_address={cluster.address!r})"
+        )
+        subprocess.run(
+            [sys.executable, "-c", redeploy], env=env, check=True, capture_output=True, cwd=REPO, timeout=300
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            response = client.post("/v1/scan", files={"image": ("p.jpg", body, "image/jpeg")})
+            if response.status_code == 200 or time.monotonic() > deadline:
+                break
+            assert response.status_code == 503 and response.headers["retry-after"], response.text
+            time.sleep(2)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["matches"][0]["card"]["id"] == "swsh10tg-TG03"
