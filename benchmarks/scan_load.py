@@ -318,6 +318,7 @@ def main() -> int:
     parser.add_argument("--headline", default="mixed:16", help="PHOTOS:CONCURRENCY run --repeat times")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
+    parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="auto")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_load.json")
     args = parser.parse_args()
 
@@ -334,7 +335,11 @@ def main() -> int:
     sets["mixed"] = [p for group in zip(*sets.values(), strict=True) for p in group]
     with tempfile.TemporaryDirectory(prefix="cardcat-scan-load-") as tmp:
         service = launch_scanner(
-            Path(tmp), tuple(expansions), args.database, CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT)
+            Path(tmp),
+            tuple(expansions),
+            args.database,
+            CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
+            CARDCAT_SCAN_DETECTOR_PRECISION=args.detector_precision,
         )
         try:
             server_pid = service.processes[0].pid

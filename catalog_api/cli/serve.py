@@ -67,7 +67,11 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
     if scan is not False and not (settings.scan_url or settings.scan_app):
         from serve_app.config import ScanConfig, models_present
 
-        config = ScanConfig(index_dir=str(settings.index_dir), replicas=settings.scan_replicas)
+        config = ScanConfig(
+            index_dir=str(settings.index_dir),
+            replicas=settings.scan_replicas,
+            detector_precision=settings.scan_detector_precision,
+        )
         missing = models_present(config)
         if missing and scan:
             raise click.ClickException(f"cannot start the scanner, missing: {', '.join(missing)}")
