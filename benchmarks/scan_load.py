@@ -318,7 +318,7 @@ def main() -> int:
     parser.add_argument("--headline", default="mixed:16", help="PHOTOS:CONCURRENCY run --repeat times")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
-    parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="auto")
+    parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="fp32")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_load.json")
     args = parser.parse_args()
 

@@ -31,11 +31,12 @@ class ScanConfig:
     # The OCR model always runs in the replica.
     backend: str = "torch"
     triton_url: str = "127.0.0.1:8000"
-    # The detector's arithmetic in the replica (models.sessions.Backend.precision). "auto" runs it in bf16
-    # on a CPU with bf16 instructions: measured on validation photos (seeds 20M), the same finds and
-    # corners to noise at about half the network's time. The embedder stays fp32, the arithmetic its
-    # index was built with; the OCR network gained nothing from bf16 (depthwise convolutions, an LSTM).
-    detector_precision: str = "auto"
+    # The detector's arithmetic in the replica (models.sessions.Backend.precision): "fp32", or "bf16" /
+    # "auto" (bf16 on a CPU with bf16 instructions). bf16 halves the network's time and moves corners by
+    # ~0.1% (validation seeds 20M), but end to end it saved only ~6 ms of ~140 per scan and flipped two
+    # reprint near-ties (benchmarks/results/*_bf16.json), so fp32 stays the default. The embedder stays
+    # fp32, the arithmetic its index was built with; the OCR network gained nothing from bf16.
+    detector_precision: str = "fp32"
 
     def backend_options(self, precision: str = "fp32") -> dict[str, Any]:
         """What models.sessions.Backend.from_dict takes."""

@@ -61,9 +61,9 @@ class Settings(BaseSettings):
     # Replicas of each scanner model (detector, reader, embedder) `cardcat serve` deploys; on a cluster of
     # several nodes Ray Serve spreads them, so a lost node leaves every model answering.
     scan_replicas: int = Field(default=1, ge=1, le=64)
-    # The detector's arithmetic (serve_app.config.ScanConfig.detector_precision): "auto" (bf16 on CPUs
-    # with bf16 instructions), "fp32" or "bf16".
-    scan_detector_precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # The detector's arithmetic (serve_app.config.ScanConfig.detector_precision): "fp32", "bf16", or
+    # "auto" (bf16 on CPUs with bf16 instructions). bf16 is cheaper but flipped reprint near-ties.
+    scan_detector_precision: Literal["auto", "fp32", "bf16"] = "fp32"
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.
