@@ -36,8 +36,9 @@ class Backend:
     name in the exported repository), version `triton_version` ("" lets the server's policy choose).
 
     `precision` is the in-process arithmetic: "fp32", "bf16" (autocast), or "auto": bf16 on a CPU that
-    computes it natively (AVX512-BF16 or AMX: half the detector's time, probabilities within ~1e-3),
-    fp32 elsewhere, where bf16 would be emulated and slower. GPUs stay fp32 until measured there."""
+    computes it natively (AVX512-BF16 or AMX: half the detector network's time, probabilities within
+    ~1e-3), fp32 elsewhere, where bf16 would be emulated and slower. GPUs stay fp32 until measured there.
+    The scanner uses fp32 unless told otherwise (serve_app.config: bf16 flipped reprint near-ties)."""
 
     kind: str = "torch"
     triton_url: str = "127.0.0.1:8000"

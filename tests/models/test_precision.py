@@ -1,8 +1,8 @@
 """bf16 arithmetic for the detector: what `precision` means where, and that it finds the same corners.
 
-The scanner runs the detector in bf16 on CPUs with bf16 instructions (`ScanConfig.detector_precision`
-"auto"); these tests hold bf16 to fp32's answers on real photos, whatever CPU runs them (autocast to bf16
-works everywhere, only slower where it is emulated).
+An operator may run the scanner's detector in bf16 (`CARDCAT_SCAN_DETECTOR_PRECISION`; fp32 by default);
+these tests hold bf16 to fp32's answers on real photos, whatever CPU runs them (autocast to bf16 works
+everywhere, only slower where it is emulated).
 """
 
 from __future__ import annotations
