@@ -10,12 +10,9 @@ scanner answers from the head alone afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 
 import httpx
@@ -23,7 +20,7 @@ import pytest
 
 from tests.harness import REPO, Service, launch_scanner, require_shared
 from tests.outages import TwoNodeCluster
-from tests.serve_app.replicas import replica_pids, tg_photos
+from tests.serve_app.replicas import ScanLoad, replica_pids, tg_photos
 
 pytestmark = pytest.mark.slow
 EXPANSIONS = ("swsh10tg",)
@@ -70,46 +67,16 @@ def test_losing_the_worker_node_under_load_costs_no_500_and_no_dropped_connectio
     cluster: TwoNodeCluster, scanner: Service
 ) -> None:
     bodies = tg_photos(SEED)
-    outcomes: Counter[str] = Counter()
-    missing_retry_after = 0
-    stop = threading.Event()
-
-    async def load() -> None:
-        nonlocal missing_retry_after
-        headers = {"Authorization": f"Bearer {scanner.quick_key()}"}
-        async with httpx.AsyncClient(base_url=scanner.base_url, headers=headers, timeout=120) as client:
-
-            async def loop(k: int) -> None:
-                nonlocal missing_retry_after
-                n = k
-                while not stop.is_set():
-                    files = {"image": ("p.jpg", bodies[n % len(bodies)], "image/jpeg")}
-                    n += 1
-                    try:
-                        response = await client.post("/v1/scan", files=files)
-                    except httpx.HTTPError as error:
-                        outcomes[f"dropped: {type(error).__name__}"] += 1
-                        continue
-                    outcomes[str(response.status_code)] += 1
-                    if response.status_code == 503 and "retry-after" not in response.headers:
-                        missing_retry_after += 1
-
-            await asyncio.gather(*(loop(k) for k in range(4)))
-
-    worker = threading.Thread(target=lambda: asyncio.run(load()))
-    worker.start()
-    try:
+    with ScanLoad(scanner.base_url, scanner.quick_key(), bodies) as load:
         time.sleep(5)
-        before = outcomes["200"]
+        before = load.outcomes["200"]
         cluster.kill_worker()
         time.sleep(20)
-    finally:
-        stop.set()
-        worker.join(timeout=300)
+    outcomes = load.outcomes
     print(f"scans while the worker node died: {dict(outcomes)}")
     assert before > 0, outcomes
     assert set(outcomes) <= {"200", "503"}, outcomes
-    assert missing_retry_after == 0
+    assert load.missing_retry_after == 0
     assert not any(
         cluster.on_worker(pid) for d in ("Detector", "Embedder", "Reader") for pid in replica_pids(d)
     )
