@@ -1,0 +1,196 @@
+"""What the sync and async clients share: request shapes, the retry policy, the ETag cache and turning an
+answer into data or a `CardcatError`. Only the sending and the sleeping differ between the two, so
+each of them is a short loop over `Core.prepare` / `Core.settle`."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cardcat_client.errors import CardcatError
+
+USER_AGENT = "cardcat-client-python/0.1"
+
+Params = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One logical request; `idempotent` calls are retried on 5xx and lost connections, others only
+    on 429 (refused before anything was done)."""
+
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    idempotent: bool = True
+    files: dict[str, tuple[str, bytes, str]] | None = None
+    json: Any = None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Wait `wait` seconds, then send the call again."""
+
+    wait: float
+
+
+@dataclass
+class Stats:
+    """Counters a caller can read (and tests do): every HTTP answer, how many were `304 Not Modified`
+    served from the ETag cache, and how many requests were retries."""
+
+    responses: int = 0
+    not_modified: int = 0
+    retries: int = 0
+
+
+def query_params(params: Params) -> dict[str, str]:
+    """Python values as the API's query strings: lists comma-joined (`include`, `ids`), booleans
+    lowercase, dates ISO, None left out."""
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple | set | frozenset):
+            out[key] = ",".join(str(v) for v in value)
+        elif isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif hasattr(value, "isoformat"):
+            out[key] = value.isoformat()
+        else:
+            out[key] = str(value)
+    return out
+
+
+def scan_call(source: str | os.PathLike[str] | bytes) -> Call:
+    """`POST /v1/scan` for a photo given as bytes, a file path, or an `https://` URL the server fetches."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return Call("POST", "/v1/scan", idempotent=False, files={"image": _part("photo", bytes(source))})
+    if isinstance(source, str) and source.startswith(("https://", "http://")):
+        return Call("POST", "/v1/scan", idempotent=False, json={"url": source})
+    path = Path(source)
+    return Call("POST", "/v1/scan", idempotent=False, files={"image": _part(path.name, path.read_bytes())})
+
+
+def _part(name: str, data: bytes) -> tuple[str, bytes, str]:
+    kinds = {b"\xff\xd8\xff": "image/jpeg", b"\x89PNG": "image/png", b"RIFF": "image/webp"}
+    kind = next((mime for magic, mime in kinds.items() if data.startswith(magic)), "application/octet-stream")
+    return (name, data, kind)
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """`Retry-After` as seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def error_from(response: httpx.Response) -> CardcatError:
+    """The envelope's `{code, message}`, or `http_<status>` with the start of the body when the answer
+    is not the envelope (a proxy in between)."""
+    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+    code, message = f"http_{response.status_code}", response.text[:200] or response.reason_phrase
+    try:
+        error = response.json().get("error")
+        if isinstance(error, dict) and isinstance(error.get("code"), str):
+            code, message = error["code"], str(error.get("message") or "")
+    except (ValueError, AttributeError):
+        pass
+    return CardcatError(
+        response.status_code, code, message, retry_after=retry_after, headers=dict(response.headers)
+    )
+
+
+class Core:
+    """The policy both clients run.
+
+    Retries: a `429` is retried after its `Retry-After` (any method: the server refused it before doing
+    anything) unless that wait exceeds `max_retry_wait`; a `5xx` or a lost connection is retried with
+    exponential backoff (`backoff_base × 2^n`, capped, ±25 % jitter) for idempotent reads only; at most
+    `max_retries` retries per call. ETags: the last `ETag` and body of each GET URL are kept (LRU, at most
+    `etag_cache_size` URLs); the next GET sends `If-None-Match` and a `304` reuses the kept body."""
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 3,
+        max_retry_wait: float = 60.0,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 8.0,
+        etag_cache_size: int = 256,
+    ) -> None:
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.etag_cache_size = etag_cache_size
+        self.stats = Stats()
+        self._etags: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+
+    def prepare(self, request: httpx.Request) -> None:
+        """Make a GET conditional when an earlier answer for the same URL is kept."""
+        if request.method == "GET" and (kept := self._etags.get(str(request.url))):
+            request.headers["If-None-Match"] = kept[0]
+
+    def backoff(self, attempt: int) -> float:
+        wait = min(self.backoff_cap, self.backoff_base * 2**attempt)
+        return float(wait * random.uniform(0.75, 1.25))
+
+    def settle(self, call: Call, request: httpx.Request, response: httpx.Response, attempt: int) -> Any:
+        """The envelope's `data`, or a `Retry`, or raises the `CardcatError`."""
+        self.stats.responses += 1
+        url = str(request.url)
+        if response.status_code == 304 and url in self._etags:
+            self.stats.not_modified += 1
+            self._etags.move_to_end(url)
+            return self._data(self._etags[url][1], response)
+        if 200 <= response.status_code < 300:
+            etag = response.headers.get("etag")
+            if request.method == "GET" and etag and self.etag_cache_size > 0:
+                self._etags[url] = (etag, response.content)
+                self._etags.move_to_end(url)
+                while len(self._etags) > self.etag_cache_size:
+                    self._etags.popitem(last=False)
+            return self._data(response.content, response)
+        error = error_from(response)
+        if attempt < self.max_retries:
+            if response.status_code == 429:
+                wait = error.retry_after if error.retry_after is not None else self.backoff(attempt)
+                if wait <= self.max_retry_wait:
+                    return Retry(wait)
+            elif response.status_code >= 500 and call.idempotent:
+                hinted = error.retry_after
+                bounded = hinted is not None and hinted <= self.max_retry_wait
+                return Retry(hinted if hinted is not None and bounded else self.backoff(attempt))
+        raise error
+
+    def lost_connection(self, call: Call, attempt: int) -> Retry | None:
+        """A retry after a transport failure, for idempotent calls with attempts left."""
+        return Retry(self.backoff(attempt)) if call.idempotent and attempt < self.max_retries else None
+
+    @staticmethod
+    def _data(content: bytes, response: httpx.Response) -> Any:
+        try:
+            body = json.loads(content)
+        except ValueError as exc:
+            raise CardcatError(response.status_code, "invalid_response", "the answer is not JSON") from exc
+        if not isinstance(body, dict) or "data" not in body:
+            raise CardcatError(response.status_code, "invalid_response", "the answer is not the envelope")
+        return body["data"]

@@ -1,0 +1,217 @@
+"""`CardcatClient`: the blocking client (httpx). `AsyncCardcatClient` is its asyncio twin."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from cardcat_client import models
+from cardcat_client._core import USER_AGENT, Call, Core, Retry, Stats, query_params, scan_call
+from cardcat_client.errors import CardcatConnectionError
+from cardcat_client.routes import ROUTES, price_history_params
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+class CardcatClient:
+    """The cardcat API from Python: typed models, every list walked over its cursor pages, errors as
+    `CardcatError`, `429` and `5xx` retried (see `Core` for the bounds), conditional GETs by ETag.
+
+    Use it as a context manager (`with CardcatClient(url, api_key=key) as cat: ...`) or call `close()`.
+    Pass `http_client` to bring your own `httpx.Client` (proxies, event hooks); it is then yours to close.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        max_retry_wait: float = 60.0,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 8.0,
+        etag_cache_size: int = 256,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self._core = Core(
+            max_retries=max_retries,
+            max_retry_wait=max_retry_wait,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            etag_cache_size=etag_cache_size,
+        )
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=timeout)
+        self._base_url = base_url.rstrip("/")
+        self._headers = _headers(api_key)
+
+    @property
+    def stats(self) -> Stats:
+        return self._core.stats
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> CardcatClient:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- the request loop ------------------------------------------------------------------------
+
+    def _send(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            request = self._http.build_request(
+                call.method,
+                self._base_url + call.path,
+                params=call.params,
+                headers=self._headers,
+                files=call.files,
+                json=call.json,
+            )
+            self._core.prepare(request)
+            try:
+                response = self._http.send(request)
+            except httpx.TransportError as exc:
+                retry = self._core.lost_connection(call, attempt)
+                if retry is None:
+                    raise CardcatConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
+            else:
+                outcome = self._core.settle(call, request, response, attempt)
+                if not isinstance(outcome, Retry):
+                    return outcome
+                retry = outcome
+            attempt += 1
+            self._core.stats.retries += 1
+            time.sleep(retry.wait)
+
+    def _one(self, name: str, params: dict[str, Any] | None = None, **path_args: Any) -> Any:
+        route = ROUTES[name]
+        data = self._send(Call(route.method, route.url(**path_args), query_params(params or {})))
+        return route.model.model_validate(data)
+
+    def _page(self, name: str, params: dict[str, Any], **path_args: Any) -> models.Page[Any]:
+        route = ROUTES[name]
+        data = self._send(Call(route.method, route.url(**path_args), query_params(params)))
+        return models.Page[route.model].model_validate(data)  # type: ignore[name-defined]
+
+    def _walk(self, name: str, params: dict[str, Any]) -> Iterator[Any]:
+        params = dict(params)
+        while True:
+            page = self._page(name, params)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            params["cursor"] = page.next_cursor
+
+    # --- cards -----------------------------------------------------------------------------------
+
+    def cards(self, **params: Any) -> Iterator[models.CardSummary]:
+        """Every card row the query selects, page after page (`limit` is the page size). Parameters as
+        the API takes them: `q`, `expansion_id`, `include=["variants", "metadata", "change"]`, and
+        (issue 14) `ids=[...]`, `rarity`, `category`, `illustrator`, `type`, `hp_min`, `hp_max`,
+        `legal`, `price_min`, `price_max`, `sort`, `lang`."""
+        return self._walk("cards", params)
+
+    def cards_page(self, **params: Any) -> models.Page[models.CardSummary]:
+        """One page of `GET /v1/cards` (pass `cursor=page.next_cursor` for the next)."""
+        return self._page("cards", params)
+
+    def card(self, card_id: str, **params: Any) -> models.Card:
+        result: models.Card = self._one("card", params, card_id=card_id)
+        return result
+
+    # --- reference data ----------------------------------------------------------------------------
+
+    def series(self, **params: Any) -> Iterator[models.Series]:
+        """Every series (`q` searches names)."""
+        return self._walk("series", params)
+
+    def series_by_id(self, series_id: str, **params: Any) -> models.Series:
+        result: models.Series = self._one("series_by_id", params, series_id=series_id)
+        return result
+
+    def expansions(self, **params: Any) -> Iterator[models.Expansion]:
+        """Every expansion (`q`, `series_id`)."""
+        return self._walk("expansions", params)
+
+    def expansion(self, expansion_id: str, **params: Any) -> models.Expansion:
+        result: models.Expansion = self._one("expansion", params, expansion_id=expansion_id)
+        return result
+
+    def products(self, **params: Any) -> Iterator[models.Product]:
+        """Every sealed product (`q`, `expansion_id`)."""
+        return self._walk("products", params)
+
+    def product(self, product_id: int, **params: Any) -> models.Product:
+        result: models.Product = self._one("product", params, product_id=product_id)
+        return result
+
+    # --- prices ------------------------------------------------------------------------------------
+
+    def movers(
+        self, window: str = "7d", direction: str = "gainers", **params: Any
+    ) -> Iterator[models.CardSummary]:
+        """The price leaderboard, every row (`expansion_id`, `min_cents`; `limit` is the page size)."""
+        return self._walk("movers", {"window": window, "direction": direction, **params})
+
+    def card_prices(
+        self,
+        card_id: str,
+        *,
+        variant_id: int | None = None,
+        condition: str | None = None,
+        date_from: Any = None,
+        date_to: Any = None,
+    ) -> models.CardPriceHistory:
+        """Daily price history of one printing (issue 14; default: the headline printing, NM, 90 days)."""
+        params = price_history_params(condition, date_from, date_to, variant_id=variant_id)
+        result: models.CardPriceHistory = self._one("card_prices", params, card_id=card_id)
+        return result
+
+    def product_prices(
+        self,
+        product_id: int,
+        *,
+        variant: str | None = None,
+        condition: str | None = None,
+        date_from: Any = None,
+        date_to: Any = None,
+    ) -> models.ProductPriceHistory:
+        """Daily price history of a sealed product (issue 14)."""
+        params = price_history_params(condition, date_from, date_to, variant=variant)
+        result: models.ProductPriceHistory = self._one("product_prices", params, product_id=product_id)
+        return result
+
+    def bulk(self) -> list[models.BulkFile]:
+        """The bulk files, one per kind (issue 14)."""
+        return list(self._walk("bulk", {}))
+
+    # --- the rest --------------------------------------------------------------------------------
+
+    def health(self) -> models.Health:
+        result: models.Health = self._one("health")
+        return result
+
+    def scan(self, source: str | os.PathLike[str] | bytes) -> models.ScanResult:
+        """Name the card in a photo: bytes, a file path, or an `https://` URL the server fetches.
+        Never retried on a server error (only on `429`, which the server refused before reading)."""
+        return models.ScanResult.model_validate(self._send(scan_call(source)))

@@ -1,0 +1,58 @@
+"""The routes the client wraps and the model each one's `data` is read into.
+
+One table for both clients, and for the test that holds the models to the server's `/openapi.json`
+(it looks each route up there and compares the schema it declares with the model named here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from cardcat_client import models
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # as in OpenAPI: `{name}` for a path parameter
+    model: type[models.Model]
+    paged: bool = False  # data is `{items, next_cursor}` of `model`
+    pending: str = ""  # the issue that adds the route, while the server may not serve it yet
+
+    def url(self, **path_args: Any) -> str:
+        return self.path.format(**{k: quote(str(v), safe="") for k, v in path_args.items()})
+
+
+ROUTES: dict[str, Route] = {
+    "cards": Route("GET", "/v1/cards", models.CardSummary, paged=True),
+    "card": Route("GET", "/v1/cards/{card_id}", models.Card),
+    "series": Route("GET", "/v1/series", models.Series, paged=True),
+    "series_by_id": Route("GET", "/v1/series/{series_id}", models.Series),
+    "expansions": Route("GET", "/v1/expansions", models.Expansion, paged=True),
+    "expansion": Route("GET", "/v1/expansions/{expansion_id}", models.Expansion),
+    "products": Route("GET", "/v1/products", models.Product, paged=True),
+    "product": Route("GET", "/v1/products/{product_id}", models.Product),
+    "movers": Route("GET", "/v1/movers", models.CardSummary, paged=True),
+    "scan": Route("POST", "/v1/scan", models.ScanResult),
+    "health": Route("GET", "/health", models.Health),
+    # Issue 14, written to its contract (see the marked section of models.py).
+    "card_prices": Route("GET", "/v1/cards/{card_id}/prices", models.CardPriceHistory, pending="issue 14"),
+    "product_prices": Route(
+        "GET", "/v1/products/{product_id}/prices", models.ProductPriceHistory, pending="issue 14"
+    ),
+    "bulk": Route("GET", "/v1/bulk", models.BulkFile, paged=True, pending="issue 14"),
+}
+
+# Paths the client leaves alone on purpose: they serve files, not the envelope.
+NOT_WRAPPED: dict[str, str] = {
+    "/images/{key}/{size}.jpg": "image bytes; `image.low` / `image.high` are their URLs",
+    "/files/snapshots/{file_name}": "signed price snapshot files named by webhook events",
+}
+
+
+def price_history_params(
+    condition: str | None, date_from: Any, date_to: Any, **selector: Any
+) -> dict[str, Any]:
+    """`from`/`to` are Python keywords; the methods take `date_from`/`date_to` (dates or strings)."""
+    return {**selector, "condition": condition, "from": date_from, "to": date_to}

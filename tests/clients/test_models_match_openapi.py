@@ -1,0 +1,136 @@
+"""The client's models stay true to the server's `/openapi.json`.
+
+From each route the client wraps (`cardcat_client.routes.ROUTES`) to the schema the server declares for
+its `data`, compared by structure (`openapi_shapes`). Every `/v1` route the server serves must be wrapped
+(or listed in `NOT_WRAPPED` with why). The issue 14 routes and fields were written to that issue's
+contract: while the served document has none of them they are reported as pending; once it has them
+they are compared like every other route."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cardcat_client import models
+from cardcat_client.routes import NOT_WRAPPED, ROUTES, Route
+from tests.catalog_api.test_openapi import served_openapi
+from tests.clients.openapi_shapes import differences, model_schema, shape
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The document the app serves on `GET /openapi.json` (in-process, the same bytes as over HTTP)."""
+    served: dict[str, Any] = json.loads(served_openapi(tmp_path_factory.mktemp("openapi")))
+    return served
+
+
+def _template(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+def _operation(document: dict[str, Any], route: Route) -> dict[str, Any] | None:
+    for path, operations in document["paths"].items():
+        if _template(path) == _template(route.path) and route.method.lower() in operations:
+            operation: dict[str, Any] = operations[route.method.lower()]
+            return operation
+    return None
+
+
+def _pending_routes(document: dict[str, Any]) -> list[str]:
+    return [name for name, route in ROUTES.items() if route.pending and _operation(document, route) is None]
+
+
+def route_differences(document: dict[str, Any], name: str, route: Route, drop: frozenset[Any]) -> list[str]:
+    operation = _operation(document, route)
+    assert operation is not None, f"{name}: the server has no {route.method} {route.path}"
+    components = document["components"]["schemas"]
+    envelope = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    resolved = components[envelope["$ref"].rsplit("/", 1)[-1]] if "$ref" in envelope else envelope
+    server = shape(resolved["properties"]["data"], components)
+    model: Any = models.Page[route.model] if route.paged else route.model  # type: ignore[name-defined]
+    schema, defs = model_schema(model, drop)
+    return differences(shape(schema, defs), server, f"{name} ({route.model.__name__})")
+
+
+def test_every_wrapped_route_reads_into_a_model_that_matches_the_server(document: dict[str, Any]) -> None:
+    pending = _pending_routes(document)
+    drop = models.PENDING_FIELDS if pending else frozenset()
+    problems: list[str] = []
+    for name, route in ROUTES.items():
+        if name not in pending:
+            problems.extend(route_differences(document, name, route, drop))
+    assert not problems, "client models disagree with /openapi.json:\n" + "\n".join(problems)
+
+
+def test_the_error_body_matches_the_server(document: dict[str, Any]) -> None:
+    components = document["components"]["schemas"]
+    server = shape(components["ErrorEnvelope"]["properties"]["error"], components)
+    schema, defs = model_schema(models.ErrorBody)
+    assert differences(shape(schema, defs), server, "ErrorBody") == []
+
+
+def test_every_route_the_server_serves_is_wrapped(document: dict[str, Any]) -> None:
+    wrapped = {(route.method.lower(), _template(route.path)) for route in ROUTES.values()}
+    skipped = {_template(path) for path in NOT_WRAPPED}
+    unwrapped = [
+        f"{method.upper()} {path}"
+        for path, operations in document["paths"].items()
+        for method in operations
+        if (method, _template(path)) not in wrapped
+        and _template(path) not in skipped
+        and not path.startswith("/v1/_bench")
+    ]
+    assert not unwrapped, f"the server serves routes the client has no method for: {unwrapped}"
+
+
+def test_issue_14_is_either_all_served_or_all_pending(document: dict[str, Any]) -> None:
+    """A half-merged issue 14 fails here; before the merge the pending models are named in a warning."""
+    pending = _pending_routes(document)
+    declared = [name for name, route in ROUTES.items() if route.pending]
+    assert pending in ([], declared), f"served: {sorted(set(declared) - set(pending))}, not: {pending}"
+    if pending:
+        unchecked = [f"{m}.{f}" for m, f in sorted(models.PENDING_FIELDS)]
+        warnings.warn(
+            f"not yet on the server, so not compared: routes {pending}, fields {unchecked}",
+            stacklevel=1,
+        )
+
+
+class WrongVariant(models.Model):
+    """Variant with three mistakes: `id` a string, `foil` missing, an extra `finish` field."""
+
+    id: str
+    type: str
+    subtype: str | None
+    size: str | None
+    stamps: list[str]
+    marketplace: list[models.Price]
+    finish: str
+
+
+class WrongCard(models.Card):
+    variants: list[WrongVariant]  # type: ignore[assignment]
+    rarity: str  # type: ignore[assignment]
+
+
+def test_the_comparison_catches_a_wrong_model(document: dict[str, Any]) -> None:
+    route = Route("GET", "/v1/cards/{card_id}", WrongCard)
+    found = route_differences(document, "card", route, frozenset({("WrongCard", "names")}))
+    text = "\n".join(found)
+    assert 'card (WrongCard).variants[].id: client "string" vs server "integer"' in text
+    assert "variants[].foil: the server declares it, the client model has no field for it" in text
+    assert "variants[].finish: the client model has it, the server does not declare it" in text
+    assert "card (WrongCard).rarity: client" in text
+    assert len(found) == 4, text
+
+
+def test_the_pinned_document_is_what_the_app_serves(document: dict[str, Any]) -> None:
+    """The comparison runs against the live document; it is the pinned one (so the lead's regenerated
+    copy after a merge is what the client is checked against)."""
+    pinned = json.loads((Path(__file__).parents[1] / "catalog_api" / "openapi.json").read_text())
+    assert document == pinned
