@@ -1,0 +1,63 @@
+"""`scan()` through the real scanner (Ray Serve behind `cardcat serve --scan`, the shipped models and an
+index of real rendered faces): a photo as bytes, a face as a file path, a URL (JSON body), and the
+errors a caller must see. Needs ../shared (the faces are rendered from the real catalog)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cardcat_client import AsyncCardcatClient, CardcatClient, CardcatError, models
+from tests.harness import Service, launch_scanner, require_shared
+
+EXPANSION = "swsh10tg"  # unique artworks: one confident match expected
+CARD = "swsh10tg-TG05"
+
+
+@pytest.fixture(scope="module")
+def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    require_shared()
+    service = launch_scanner(tmp_path_factory.mktemp("client-scan"), (EXPANSION,), backend="sqlite")
+    yield service
+    service.stop()
+
+
+def test_scan_a_photo_a_file_and_a_url(scanner: Service) -> None:
+    from tests.serve_app.test_scan_http import photo_of
+    from training.renders import DEFAULT_CACHE
+
+    face = Path(DEFAULT_CACHE / "catalog" / CARD / "high.jpg")
+    with CardcatClient(scanner.base_url, api_key=scanner.quick_key(), timeout=120) as cat:
+        by_path = cat.scan(face)
+        assert isinstance(by_path, models.ScanResult)
+        assert [m.card.id for m in by_path.matches] == [CARD] and by_path.unidentified is None
+        match = by_path.matches[0]
+        assert 0 < match.score <= 1 and match.card.expansion.id == EXPANSION and match.card.image
+        assert by_path.analysis.game == "cardgame"
+
+        by_bytes = cat.scan(photo_of(CARD))
+        assert by_bytes.matches and by_bytes.matches[0].card.id == CARD
+
+        with pytest.raises(CardcatError) as not_allowed:
+            cat.scan("https://127.0.0.1/card.jpg")  # the JSON shape; the server refuses private hosts
+        assert (not_allowed.value.status, not_allowed.value.code) == (400, "url_not_allowed")
+        with pytest.raises(CardcatError) as junk:
+            cat.scan(b"this is not a photo")
+        assert (junk.value.status, junk.value.code) == (400, "unsupported_image")
+        assert cat.stats.retries == 0
+
+
+def test_the_async_client_scans(scanner: Service) -> None:
+    from training.renders import DEFAULT_CACHE
+
+    face = (DEFAULT_CACHE / "catalog" / CARD / "high.jpg").read_bytes()
+
+    async def run() -> models.ScanResult:
+        async with AsyncCardcatClient(scanner.base_url, api_key=scanner.quick_key(), timeout=120) as cat:
+            return await cat.scan(face)
+
+    result = asyncio.run(run())
+    assert [m.card.id for m in result.matches] == [CARD]
