@@ -61,3 +61,35 @@ def test_the_async_client_scans(scanner: Service) -> None:
 
     result = asyncio.run(run())
     assert [m.card.id for m in result.matches] == [CARD]
+
+
+def readme_example(path: Path) -> str:
+    text = path.read_text()
+    start = text.index("```python\nfrom cardcat_client import") + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_example_runs(scanner: Service, capsys: pytest.CaptureFixture[str]) -> None:
+    """The example in README.md (the same as in clients/python/README.md), run against this deployment:
+    its address, a fresh key, a card of the index and that card's face as the photo."""
+    from training.renders import DEFAULT_CACHE
+
+    root = Path(__file__).resolve().parents[2]
+    example = readme_example(root / "README.md")
+    assert example == readme_example(root / "clients" / "python" / "README.md")
+    assert len(example.strip().splitlines()) <= 12
+    face = str(DEFAULT_CACHE / "catalog" / CARD / "high.jpg")
+    for old, new in (
+        ("http://127.0.0.1:8000", scanner.base_url),
+        ("cc_...", scanner.quick_key()),
+        ("base1-4", CARD),
+        ("photo.jpg", face),
+    ):
+        assert old in example
+        example = example.replace(old, new)
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    with CardcatClient(scanner.base_url, api_key=scanner.quick_key()) as cat:
+        name = cat.card(CARD).name
+    assert any(line.endswith(str([name])) for line in printed), printed
+    assert printed[-1].startswith("404 not_found ")
