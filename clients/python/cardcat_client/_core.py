@@ -8,6 +8,7 @@ import email.utils
 import json
 import os
 import random
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -143,10 +144,15 @@ class Core:
         self.etag_cache_size = etag_cache_size
         self.stats = Stats()
         self._etags: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+        self._lock = threading.Lock()  # a sync client may be shared by threads
 
     def prepare(self, request: httpx.Request) -> None:
         """Make a GET conditional when an earlier answer for the same URL is kept."""
-        if request.method == "GET" and (kept := self._etags.get(str(request.url))):
+        if request.method != "GET":
+            return
+        with self._lock:
+            kept = self._etags.get(str(request.url))
+        if kept:
             request.headers["If-None-Match"] = kept[0]
 
     def backoff(self, attempt: int) -> float:
@@ -157,17 +163,13 @@ class Core:
         """The envelope's `data`, or a `Retry`, or raises the `CardcatError`."""
         self.stats.responses += 1
         url = str(request.url)
-        if response.status_code == 304 and url in self._etags:
+        if response.status_code == 304 and (kept := self._kept(url)) is not None:
             self.stats.not_modified += 1
-            self._etags.move_to_end(url)
-            return self._data(self._etags[url][1], response)
+            return self._data(kept, response)
         if 200 <= response.status_code < 300:
             etag = response.headers.get("etag")
             if request.method == "GET" and etag and self.etag_cache_size > 0:
-                self._etags[url] = (etag, response.content)
-                self._etags.move_to_end(url)
-                while len(self._etags) > self.etag_cache_size:
-                    self._etags.popitem(last=False)
+                self._keep(url, etag, response.content)
             return self._data(response.content, response)
         error = error_from(response)
         if attempt < self.max_retries:
@@ -180,6 +182,20 @@ class Core:
                 bounded = hinted is not None and hinted <= self.max_retry_wait
                 return Retry(hinted if hinted is not None and bounded else self.backoff(attempt))
         raise error
+
+    def _kept(self, url: str) -> bytes | None:
+        with self._lock:
+            kept = self._etags.get(url)
+            if kept is not None:
+                self._etags.move_to_end(url)
+            return None if kept is None else kept[1]
+
+    def _keep(self, url: str, etag: str, body: bytes) -> None:
+        with self._lock:
+            self._etags[url] = (etag, body)
+            self._etags.move_to_end(url)
+            while len(self._etags) > self.etag_cache_size:
+                self._etags.popitem(last=False)
 
     def lost_connection(self, call: Call, attempt: int) -> Retry | None:
         """A retry after a transport failure, for idempotent calls with attempts left."""
