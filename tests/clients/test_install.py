@@ -1,9 +1,11 @@
 """`pip install ./clients/python` into a fresh venv brings httpx and pydantic, and never the server's
-heavy stack (torch, ray): resolved for real by pip against the package index (`--dry-run --report`)."""
+heavy stack (torch, ray): installed for real from the package index (pip's `--report` lists what it
+resolved), then imported by the venv's own Python."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +20,8 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "-")
 
 
-def test_installing_the_client_resolves_without_torch_or_ray(tmp_path: Path) -> None:
+def test_installing_the_client_brings_neither_torch_nor_ray(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only what the venv holds
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     report = tmp_path / "report.json"
@@ -26,7 +29,6 @@ def test_installing_the_client_resolves_without_torch_or_ray(tmp_path: Path) -> 
         [
             str(venv / "bin" / "pip"),
             "install",
-            "--dry-run",
             "--quiet",
             "--disable-pip-version-check",
             "--report",
@@ -36,6 +38,7 @@ def test_installing_the_client_resolves_without_torch_or_ray(tmp_path: Path) -> 
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     if result.returncode != 0 and (
         "connection" in result.stderr.lower() or "network" in result.stderr.lower()
@@ -54,6 +57,14 @@ def test_installing_the_client_resolves_without_torch_or_ray(tmp_path: Path) -> 
     assert {"httpx", "pydantic"} <= names
     assert not names & FORBIDDEN, f"installing the client would pull in {sorted(names & FORBIDDEN)}"
     assert len(names) < 20, f"the client's closure grew: {sorted(names)}"
+    probe = "import cardcat_client, importlib.util as u, pathlib as p, sys; " + (
+        "print(p.Path(cardcat_client.__file__).with_name('py.typed').exists(), "
+        "[m for m in ('torch', 'ray', 'catalog_api') if u.find_spec(m)])"
+    )
+    imported = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert imported.stdout.strip() == "True []", imported.stdout + imported.stderr
 
 
 def test_the_client_imports_nothing_of_the_server() -> None:
