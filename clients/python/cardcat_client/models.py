@@ -176,6 +176,7 @@ class Expansion(Model):
     legal_standard: bool
     legal_expanded: bool
     score: float | None = None
+    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
 
 
 class SeriesExpansion(Model):
@@ -195,6 +196,7 @@ class Series(Model):
     palette: list[str] | None
     expansions: list[SeriesExpansion]
     score: float | None = None
+    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
 
 
 class ProductExpansion(Model):
@@ -214,6 +216,7 @@ class Product(Model):
     expansions: list[ProductExpansion]
     marketplace: list[ProductPrice]
     score: float | None = None
+    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
 
 
 class FeedHealth(Model):
@@ -328,4 +331,6 @@ class BulkFile(Model):
 
 # Optional fields issue 14 adds to models above: (model, field). Until the server declares them the
 # OpenAPI comparison reports them as pending instead of failing.
-PENDING_FIELDS: frozenset[tuple[str, str]] = frozenset({("CardSummary", "names"), ("Card", "names")})
+PENDING_FIELDS: frozenset[tuple[str, str]] = frozenset(
+    (model, "names") for model in ("CardSummary", "Card", "Series", "Expansion", "Product")
+)
