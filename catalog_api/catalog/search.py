@@ -2,8 +2,11 @@
 
 Each worker keeps the searchable text of every row (a few MB for the full catalog) and scores a query
 against all of it with rapidfuzz, which is C and takes a few milliseconds for 21k cards. Names are
-scored once per distinct name. `score` is 0..1:
-- 1.0 for an exact name (case, accents and spacing folded) or an exact collector number (`025` = `25`);
+scored once per distinct name. A row is searched under its name in every language the feed carries
+(`Glurak`, `Dracaufeu` and `Charizard` all find Charizard), and scores its best-matching name.
+`score` is 0..1:
+- 1.0 for an exact name in any language (case, accents and spacing folded) or an exact collector
+  number (`025` = `25`);
 - otherwise rapidfuzz's WRatio: whole-string similarity, so a missing or swapped letter still scores
   high, blended with partial and token matches (a prefix such as `chari` finds Charizard).
 Rows under MIN_SCORE are not returned. Ties order by id, so the first row is the lowest id among equals.
@@ -52,18 +55,24 @@ class Hit:
 SORT_KEY_SHAPE: PositionShape = (float, str)
 
 
-class SearchIndex:
-    """Rows are (id, name, collector number or None)."""
+def every_name(name: str, names: dict[str, str] | None) -> tuple[str, ...]:
+    """A row's usual name and its names in other languages, each once (what a search row carries)."""
+    return tuple(dict.fromkeys([name, *(names or {}).values()]))
 
-    def __init__(self, rows: Iterable[tuple[str, str, str | None]]) -> None:
+
+class SearchIndex:
+    """Rows are (id, names: the usual name and its other-language names, collector number or None)."""
+
+    def __init__(self, rows: Iterable[tuple[str, tuple[str, ...], str | None]]) -> None:
         by_name: dict[str, list[int]] = {}
         by_number: dict[str, list[int]] = {}
         self.ids: list[str] = []
-        self._plain: list[str] = []
-        for position, (row_id, name, number) in enumerate(rows):
+        self._plain: list[frozenset[str]] = []
+        for position, (row_id, names, number) in enumerate(rows):
             self.ids.append(row_id)
-            self._plain.append(plain(name))
-            by_name.setdefault(fold(name), []).append(position)
+            self._plain.append(frozenset(plain(name) for name in names))
+            for folded in {fold(name) for name in names}:
+                by_name.setdefault(folded, []).append(position)
             folded_number = fold(normalize_number(number) or "").replace(" ", "")
             if folded_number:
                 by_number.setdefault(folded_number, []).append(position)
@@ -89,7 +98,9 @@ class SearchIndex:
             ):
                 fuzzy = round(min(score, 99.99) / 100, 4)
                 for position in self._name_rows[index]:
-                    scores[position] = 1.0 if self._plain[position] == exact else fuzzy
+                    best = 1.0 if exact in self._plain[position] else fuzzy
+                    if best > scores.get(position, 0.0):
+                        scores[position] = best
         number = fold(normalize_number(query.strip()) or "").replace(" ", "")
         for position in self._by_number.get(number, ()) if number else ():
             scores[position] = 1.0
