@@ -17,6 +17,7 @@ A cursor's position is the last row's sort key, so a walk has no duplicates or g
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,32 +101,32 @@ def card_facts(row: Any, metadata: dict[str, Any] | None, price: int | None) -> 
     )
 
 
-def matcher(wanted: CardFilter) -> Callable[[CardFacts], bool]:
-    """A predicate true for the cards the filter keeps."""
-    tests: list[Callable[[CardFacts], bool]] = []
+def select(cards: list[CardFacts], wanted: CardFilter) -> list[CardFacts]:
+    """The cards the filter keeps, in the order given: one narrowing pass per filter set, each a plain
+    comprehension (a composed predicate per card costs about five times as much in CPython)."""
     if wanted.expansion_id is not None:
-        tests.append(lambda c: c.expansion_id == wanted.expansion_id)
-    if wanted.rarity is not None:
-        tests.append(lambda c: c.rarity == wanted.rarity)
-    if wanted.category is not None:
-        tests.append(lambda c: c.category == wanted.category)
+        cards = [c for c in cards if c.expansion_id == wanted.expansion_id]
     if wanted.illustrator is not None:
-        tests.append(lambda c: c.illustrator == wanted.illustrator)
+        cards = [c for c in cards if c.illustrator == wanted.illustrator]
+    if wanted.rarity is not None:
+        cards = [c for c in cards if c.rarity == wanted.rarity]
     if wanted.type is not None:
-        tests.append(lambda c: wanted.type in c.types)
-    if wanted.hp_min is not None:
-        tests.append(lambda c: c.hp is not None and c.hp >= wanted.hp_min)  # type: ignore[operator]
-    if wanted.hp_max is not None:
-        tests.append(lambda c: c.hp is not None and c.hp <= wanted.hp_max)  # type: ignore[operator]
+        cards = [c for c in cards if wanted.type in c.types]
+    if wanted.category is not None:
+        cards = [c for c in cards if c.category == wanted.category]
     if wanted.legal == "standard":
-        tests.append(lambda c: c.legal_standard)
+        cards = [c for c in cards if c.legal_standard]
     elif wanted.legal == "expanded":
-        tests.append(lambda c: c.legal_expanded)
-    if wanted.price_min is not None:
-        tests.append(lambda c: c.price is not None and c.price >= wanted.price_min)  # type: ignore[operator]
-    if wanted.price_max is not None:
-        tests.append(lambda c: c.price is not None and c.price <= wanted.price_max)  # type: ignore[operator]
-    return lambda card: all(test(card) for test in tests)
+        cards = [c for c in cards if c.legal_expanded]
+    if wanted.hp_min is not None or wanted.hp_max is not None:
+        low = -math.inf if wanted.hp_min is None else wanted.hp_min
+        high = math.inf if wanted.hp_max is None else wanted.hp_max
+        cards = [c for c in cards if c.hp is not None and low <= c.hp <= high]
+    if wanted.price_min is not None or wanted.price_max is not None:
+        low = -math.inf if wanted.price_min is None else wanted.price_min
+        high = math.inf if wanted.price_max is None else wanted.price_max
+        cards = [c for c in cards if c.price is not None and low <= c.price <= high]
+    return cards
 
 
 def _compare(a: Sequence[Any], b: Sequence[Any], directions: tuple[int, ...]) -> int:
@@ -184,8 +185,7 @@ class CardTable:
         cache_key = (wanted, sort)
         found = self._matches.get(cache_key)
         if found is None:
-            keep = matcher(wanted)
-            cards = [card for card in self.ordered(sort) if keep(card)]
+            cards = select(self.ordered(sort), wanted)
             found = _Matches(cards, [card.key(sort) for card in cards])
             self._matches[cache_key] = found
             if len(self._matches) > MATCH_CACHE:
@@ -207,6 +207,6 @@ class CardTable:
         return [card.id for card in chosen], position
 
     def keep(self, wanted: CardFilter) -> Callable[[str], bool]:
-        """The filter as a test on ids (for search hits)."""
-        test = matcher(wanted)
-        return lambda card_id: (card := self.by_id.get(card_id)) is not None and test(card)
+        """The filter as a test on ids (for search hits): the ids of the cards it keeps."""
+        kept = {card.id for card in select(list(self.by_id.values()), wanted)}
+        return kept.__contains__

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from catalog_api.kit.cardtext import normalize_number
 from catalog_api.kit.pagination import PositionShape
 
 MIN_SCORE = 0.6
+RECENT_QUERIES = 256
 _NON_WORD = re.compile(r"[^0-9a-z]+")
 
 
@@ -79,12 +81,26 @@ class SearchIndex:
         self._names = list(by_name)
         self._name_rows = [by_name[name] for name in self._names]
         self._by_number = by_number
+        # The hits of recent queries: each page of a cursor walk (and the same query under another
+        # limit, include or lang) would otherwise score every name again (~15k names in 7 languages).
+        self._recent: OrderedDict[str, list[Hit]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def search(self, query: str, keep: Callable[[str], bool] | None = None) -> list[Hit]:
         """Rows scoring at least MIN_SCORE (and passing `keep`, a filter on ids), best first, ties by id."""
+        hits = self._recent.get(query)
+        if hits is None:
+            hits = self._score(query)
+            self._recent[query] = hits
+            if len(self._recent) > RECENT_QUERIES:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(query)
+        return hits if keep is None else [hit for hit in hits if keep(hit.id)]
+
+    def _score(self, query: str) -> list[Hit]:
         folded, exact = fold(query), plain(query)
         scores: dict[int, float] = {}
         if folded:
@@ -105,8 +121,6 @@ class SearchIndex:
         for position in self._by_number.get(number, ()) if number else ():
             scores[position] = 1.0
         hits = [Hit(self.ids[position], score) for position, score in scores.items()]
-        if keep is not None:
-            hits = [hit for hit in hits if keep(hit.id)]
         hits.sort(key=lambda hit: hit.sort_key)
         return hits
 
