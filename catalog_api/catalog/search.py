@@ -24,6 +24,7 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
+from catalog_api.catalog.name_bound import NameBound
 from catalog_api.kit.cardtext import normalize_number
 from catalog_api.kit.pagination import PositionShape
 
@@ -81,6 +82,7 @@ class SearchIndex:
         self._names = list(by_name)
         self._name_rows = [by_name[name] for name in self._names]
         self._by_number = by_number
+        self._bound = NameBound(self._names)
         # The hits of recent queries: each page of a cursor walk (and the same query under another
         # limit, include or lang) would otherwise score every name again (~15k names in 7 languages).
         self._recent: OrderedDict[str, list[Hit]] = OrderedDict()
@@ -104,16 +106,19 @@ class SearchIndex:
         folded, exact = fold(query), plain(query)
         scores: dict[int, float] = {}
         if folded:
+            # Only the names that can reach MIN_SCORE are scored (name_bound.py: the same results).
+            rows = self._bound.candidates(folded, MIN_SCORE)
+            choices = self._names if rows is None else [self._names[row] for row in rows]
             for _name, score, index in process.extract(
                 folded,
-                self._names,
+                choices,
                 scorer=fuzz.WRatio,
                 processor=None,
                 limit=None,
                 score_cutoff=MIN_SCORE * 100,
             ):
                 fuzzy = round(min(score, 99.99) / 100, 4)
-                for position in self._name_rows[index]:
+                for position in self._name_rows[index if rows is None else rows[index]]:
                     best = 1.0 if exact in self._plain[position] else fuzzy
                     if best > scores.get(position, 0.0):
                         scores[position] = best
