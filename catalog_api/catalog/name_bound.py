@@ -52,12 +52,13 @@ class NameBound:
                 self._counts[row, slot] = min(255, int(self._counts[row, slot]) + 1)
         self._lengths = np.array([len(name) for name in names], dtype=np.float64)
         self._distinct = np.array([_distinct_words_length(name) for name in names], dtype=np.float64)
-        self._by_word: dict[str, list[int]] = {}
+        by_word: dict[str, list[int]] = {}
         for row, name in enumerate(names):
             for word in set(name.split()):
-                self._by_word.setdefault(word, []).append(row)
+                by_word.setdefault(word, []).append(row)
+        self._by_word = {word: np.array(rows, dtype=np.intp) for word, rows in by_word.items()}
 
-    def candidates(self, query: str, cutoff: float) -> list[int] | None:
+    def candidates(self, query: str, cutoff: float) -> np.ndarray | None:
         """Rows of the names whose WRatio against folded `query` may reach `cutoff` (0..1), ascending;
         None when every name must be scored (a small index, an unusual character)."""
         if not self._usable or self.size < MIN_NAMES or not query or len(query) > 255:
@@ -83,8 +84,9 @@ class NameBound:
                 0.95 * scale * 2 * shared / np.maximum(shorter_distinct + shared, 1.0),
             ),
         )
-        bound = np.where(spread < 1.5, close, partial)
-        rows = set(np.flatnonzero(bound >= cutoff - _SLACK).tolist())
+        keep = np.where(spread < 1.5, close, partial) >= cutoff - _SLACK
         for word in set(query.split()):
-            rows.update(self._by_word.get(word, ()))
-        return sorted(rows)
+            shares = self._by_word.get(word)
+            if shares is not None:
+                keep[shares] = True
+        return np.flatnonzero(keep)

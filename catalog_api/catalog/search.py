@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from rapidfuzz import fuzz, process
 
 from catalog_api.catalog.name_bound import NameBound
@@ -83,6 +84,7 @@ class SearchIndex:
         self._name_rows = [by_name[name] for name in self._names]
         self._by_number = by_number
         self._bound = NameBound(self._names)
+        self._name_array = np.array(self._names, dtype=object)
         # The hits of recent queries: each page of a cursor walk (and the same query under another
         # limit, include or lang) would otherwise score every name again (~15k names in 7 languages).
         self._recent: OrderedDict[str, list[Hit]] = OrderedDict()
@@ -108,7 +110,7 @@ class SearchIndex:
         if folded:
             # Only the names that can reach MIN_SCORE are scored (name_bound.py: the same results).
             rows = self._bound.candidates(folded, MIN_SCORE)
-            choices = self._names if rows is None else [self._names[row] for row in rows]
+            choices = self._names if rows is None else self._name_array[rows].tolist()
             for _name, score, index in process.extract(
                 folded,
                 choices,
@@ -118,7 +120,7 @@ class SearchIndex:
                 score_cutoff=MIN_SCORE * 100,
             ):
                 fuzzy = round(min(score, 99.99) / 100, 4)
-                for position in self._name_rows[index if rows is None else rows[index]]:
+                for position in self._name_rows[index if rows is None else int(rows[index])]:
                     best = 1.0 if exact in self._plain[position] else fuzzy
                     if best > scores.get(position, 0.0):
                         scores[position] = best

@@ -41,7 +41,7 @@ def test_no_name_reaching_the_cutoff_is_dropped(feed_dir: Path) -> None:
     for query in queries:
         rows = bound.candidates(query, MIN_SCORE)
         assert rows is not None, query
-        kept = set(rows)
+        kept = set(rows.tolist())
         dropped_any |= len(kept) < len(names)
         for _name, score, index in process.extract(
             query, names, scorer=fuzz.WRatio, processor=None, limit=None, score_cutoff=MIN_SCORE * 100
