@@ -268,7 +268,7 @@ def test_a_database_from_before_names_gets_them_on_the_next_sync(live: Live) -> 
         assert_changes(live.sync())
         with engine.connect() as conn:
             stored = {
-                model.__tablename__: dict(conn.execute(select(model.id, model.names)).tuples().all())
+                model.__tablename__: dict(conn.execute(select(model.id, model.names)).all())
                 for model in (CardRow, ExpansionRow)
             }
     finally:
