@@ -10,6 +10,9 @@ ratios are what matter. For the same reason the default load generator is a mini
 HTTP/1.1 client: httpx costs more CPU per request than the static route itself, which pulls every
 ratio toward 1 (`--client httpx` to compare). Setup and sanity checks use httpx either way.
 
+The catalog reads of issue 14 (a 200-id lookup, a filtered and sorted cursor walk, a German search)
+are timed at concurrency 1, each request cold for the response cache (see `catalog_reads`).
+
     python benchmarks/catalog_http.py [--duration 10] [--concurrency 16] [--workers 1] [--redis]
         [--client raw|httpx] [--out benchmarks/results/catalog_http.json]
 """
@@ -53,7 +56,10 @@ TARGETS = {
     "page50_vs_ceiling": 0.5,
     "revalidate304_vs_ceiling": 0.8,
     "search_p99_ms": 30.0,
+    "reads_p99_ms": 30.0,
 }
+# The catalog reads' scenarios (timed at concurrency 1): ids200_c1, walk_sorted_c1, search_de_c1.
+READS_SCENARIOS = ("ids200_c1", "walk_sorted_c1", "search_de_c1")
 
 
 @dataclass
@@ -282,6 +288,108 @@ async def search_quality(client: httpx.AsyncClient, queries: list[tuple[str, str
         else:
             misses.append(f"{query!r} -> {name!r}")
     return {"asked": asked, "found_on_first_page": found, "misses": misses}
+
+
+# --- catalog reads: many ids, a filtered and sorted walk, a search in German ----------------------------
+
+
+def feed_cards(catalog: Path) -> list[dict[str, Any]]:
+    with gzip.open(catalog / "cards.jsonl.gz", "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def cold(calls: list[Call], count: int, tag: str) -> list[Call]:
+    """`count` calls cycling through `calls`, each with its own `bench` query parameter: the response
+    cache keys on the whole query string, so every request is a miss and the figure is the cost of the
+    read itself. The server ignores the parameter otherwise (it is in no cursor's scope)."""
+    return [
+        Call(call.path, {**call.params, "bench": f"{tag}{i}"}, call.headers)
+        for i, call in zip(range(count), itertools.cycle(calls))
+    ]
+
+
+async def sorted_walks(client: httpx.AsyncClient, cards: list[dict[str, Any]]) -> list[Call]:
+    """Every page of a few filtered, sorted walks (cursors issued by the live server)."""
+    types = Counter(t for card in cards for t in card.get("types") or [])
+    combos = [
+        {"type": t, "hp_min": "60", "sort": sort}
+        for t, _ in types.most_common(4)
+        for sort in ("-price", "name", "-release")
+    ] + [
+        {"category": "trainer", "sort": "price"},
+        {"legal": "expanded", "category": "pokemon", "sort": "-name"},
+    ]
+    calls: list[Call] = []
+    for combo in combos:
+        cursor: str | None = None
+        while True:
+            params = {**combo, "limit": "50", **({"cursor": cursor} if cursor else {})}
+            resp = await client.get("/v1/cards", params=params)
+            if resp.status_code != 200:
+                raise RuntimeError(f"sorted walk failed: {resp.status_code} {resp.text[:500]}")
+            calls.append(Call("/v1/cards", params))
+            cursor = resp.json()["data"]["next_cursor"]
+            if cursor is None:
+                break
+    return calls
+
+
+def id_lookups(cards: list[dict[str, Any]], count: int = 50, seed: int = 5) -> list[Call]:
+    """`count` lookups of 200 random card ids each."""
+    rng = random.Random(seed)
+    ids = sorted(card["id"] for card in cards)
+    return [Call("/v1/cards", {"ids": ",".join(rng.sample(ids, min(200, len(ids))))}) for _ in range(count)]
+
+
+def german_searches(cards: list[dict[str, Any]], count: int = 200, seed: int = 13) -> list[Call]:
+    """`Glurak`, then German card names, every other one misspelt."""
+    names = sorted({n for card in cards if (n := (card.get("names") or {}).get("de")) and len(n) >= 4})
+    rng = random.Random(seed)
+    chosen = rng.sample(names, min(count, len(names)))
+    queries = ["Glurak", "Glurk", *(misspell(n, rng) if i % 2 else n for i, n in enumerate(chosen))]
+    return [Call("/v1/cards", {"q": q}) for q in queries]
+
+
+async def catalog_reads(
+    client: httpx.AsyncClient,
+    sender: Sender,
+    args: argparse.Namespace,
+    probe: Callable[[], tuple[float, ...]],
+) -> list[Result]:
+    """The three catalog-read scenarios at concurrency 1, each warmed up on requests of its own and
+    then timed on fresh ones (so neither the warm-up nor the walk that issued the cursors leaves the
+    timed requests in the response cache)."""
+    cards = feed_cards(args.catalog)
+    glurak = await client.get("/v1/cards", params={"q": "Glurak", "limit": "3"})
+    glurak.raise_for_status()
+    print(f"q=Glurak first rows: {[row['name'] for row in glurak.json()['data']['items']]}", flush=True)
+    scenarios = {
+        "ids200_c1": id_lookups(cards),
+        "walk_sorted_c1": await sorted_walks(client, cards),
+        "search_de_c1": german_searches(cards),
+    }
+    timed = argparse.Namespace(**{**vars(args), "warmup": 0.0})
+    results: list[Result] = []
+    for name, calls in scenarios.items():
+        # Enough distinct requests that a run never comes back to one (a cold read takes > 0.5 ms).
+        budget = int((args.warmup + args.duration) * 2000) + len(calls)
+        await drive([sender], cold(calls, budget, "w"), args.warmup, {200, 304})
+        results.append(await measure([sender], name, cold(calls, budget, "t"), timed, {200}, probe))
+    return results
+
+
+def reads_targets(results: list[Result]) -> list[dict[str, Any]]:
+    """p99 <= 30 ms at concurrency 1 for each catalog-read scenario."""
+    by = {r.scenario: r for r in results}
+    return [
+        {
+            "target": f"{name} p99 <= 30 ms",
+            "value": by[name].p99_ms,
+            "met": by[name].p99_ms <= TARGETS["reads_p99_ms"],
+        }
+        for name in READS_SCENARIOS
+        if name in by
+    ]
 
 
 # --- CPU accounting ---------------------------------------------------------------------------------
@@ -531,6 +639,7 @@ async def benchmark(
                 await measure(senders, "revalidate304", revalidate, args, {304}, probe),
                 await measure(senders, "ceiling", ceiling, args, {200, 304}, probe),
             ]
+            results += await catalog_reads(client, senders[0], args, probe)
         finally:
             for connection in raw:
                 await connection.close()
@@ -655,7 +764,7 @@ def main() -> int:
             outcome = runner.run(benchmark(base, key, args, probe))
 
         results = with_ratios(outcome["results"])
-        targets = check_targets(results)
+        targets = check_targets(results) + reads_targets(results)
         sync_summary = sync_out.strip().splitlines()[-1] if sync_out.strip() else ""
         meta = {
             "cpu_count": os.cpu_count(),

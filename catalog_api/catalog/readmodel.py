@@ -1,5 +1,6 @@
-"""Per-worker, in-memory view of what changes only when the catalog syncs: the search indexes and the
-small reference tables (series, expansions, products with their current prices). Rebuilt when the
+"""Per-worker, in-memory view of what changes only when the catalog syncs: the search indexes (names
+in every language), every card's filterable and sortable facts (`card_table`), and the small reference
+tables (series, expansions, products with their current prices). Rebuilt when the
 catalog's or the marketplace's `feed_state.version` moves; the
 version is re-read at most once a second, so a sync shows up on every worker within about a second."""
 
@@ -10,11 +11,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from catalog_api.catalog import records, repository
-from catalog_api.catalog.search import SearchIndex
+from catalog_api.catalog.card_table import CardTable, card_facts
+from catalog_api.catalog.search import SearchIndex, every_name
 from catalog_api.kit.http_errors import is_database_down
 from catalog_api.kit.models import (
     Expansion,
@@ -32,19 +35,21 @@ RECHECK_S = 1.0
 
 @dataclass
 class Table:
-    """A small table held whole: records by id (as a string), their catalog order, a name index."""
+    """A small table held whole: records by id (as a string), their catalog order, a name index, and
+    each record's names in other languages (for `lang` and `include=names`)."""
 
     records: dict[str, dict[str, Any]]
     order: list[list[Any]]  # each row's sort key, ascending; the id is its last element
     search: SearchIndex
     shape: PositionShape  # the types of a sort key (what a cursor's position must hold)
+    names: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
 class Snapshot:
     version: tuple[int, int]  # (catalog, marketplace)
     card_search: SearchIndex
-    card_expansion: dict[str, str]
+    cards: CardTable
     series: Table
     expansions: Table
     products: Table
@@ -60,7 +65,8 @@ async def feed_versions(engine: AsyncEngine) -> tuple[tuple[str, int], ...]:
 
 async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapshot:
     async with engine.connect() as conn:
-        cards = await repository.searchable_cards(conn)
+        cards = await repository.card_fact_rows(conn)
+        markets = await repository.headline_markets(conn)
         expansion_rows = (
             await conn.execute(select(*Expansion.__table__.c).order_by(Expansion.release_date, Expansion.id))
         ).all()
@@ -83,24 +89,28 @@ async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapsh
         product_expansions.setdefault(str(product_id), set()).add(expansion_id)
     return Snapshot(
         version=version,
-        card_search=SearchIndex((c.id, c.name, c.number) for c in cards),
-        card_expansion={c.id: c.expansion_id for c in cards},
+        card_search=SearchIndex((c.id, every_name(c.name, c.names), c.number) for c in cards),
+        cards=CardTable(
+            {c.id: card_facts(c, orjson.loads(c.card_metadata or "null"), markets.get(c.id)) for c in cards}
+        ),
         series=Table(
             {r.id: records.series_record(r, by_series.get(r.id, [])) for r in series_rows},
             [[r.first_release_date or "", r.id] for r in series_rows],
-            SearchIndex((r.id, r.name, None) for r in series_rows),
+            SearchIndex((r.id, every_name(r.name, r.names), None) for r in series_rows),
             (str, str),
+            {r.id: r.names for r in series_rows if r.names},
         ),
         expansions=Table(
             {r.id: records.expansion_record(r) for r in expansion_rows},
             [[r.release_date, r.id] for r in expansion_rows],
-            SearchIndex((r.id, r.name, None) for r in expansion_rows),
+            SearchIndex((r.id, every_name(r.name, r.names), None) for r in expansion_rows),
             (str, str),
+            {r.id: r.names for r in expansion_rows if r.names},
         ),
         products=Table(
             {str(r.id): records.product_record(r, product_prices.get(r.id)) for r in product_rows},
             [[r.id, str(r.id)] for r in product_rows],
-            SearchIndex((str(r.id), r.name, r.number) for r in product_rows),
+            SearchIndex((str(r.id), (r.name,), r.number) for r in product_rows),
             (int, str),
         ),
         product_expansions=product_expansions,

@@ -15,9 +15,10 @@ from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import NotFound
+from catalog_api.kit.languages import dress, localized, parse_lang
 from catalog_api.kit.pagination import parse_limit
-from catalog_api.kit.params import Cursor, Limit, Search
-from catalog_api.kit.schemas import BY_ID, ERRORS, NOT_FOUND, Envelope, Page
+from catalog_api.kit.params import Cursor, Lang, Limit, Search
+from catalog_api.kit.schemas import ERRORS, NOT_FOUND, Envelope, Page
 
 router = APIRouter(prefix="/v1")
 
@@ -30,8 +31,10 @@ def _list(
     cursor: str | None,
     q: str | None,
     keep: Callable[[str], bool] | None,
+    view: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> dict[str, Any]:
-    """One page of a small table: in its catalog order, or best match first with `q`."""
+    """One page of a small table: in its catalog order, or best match first with `q` (names in every
+    language the feed carries); each record as `view` shows it (its `lang` and `include`)."""
     size = parse_limit(limit)
     after = context.cursors.decode(cursor, scope, table.shape if q is None else SORT_KEY_SHAPE)
     items: list[dict[str, Any]]
@@ -39,21 +42,50 @@ def _list(
         order = [key for key in table.order if keep is None or keep(key[-1])]
         start = 0 if after is None else bisect_right(order, after)
         chosen = order[start : start + size]
-        items = [table.records[key[-1]] for key in chosen]
+        items = [view(table.records[key[-1]]) for key in chosen]
         more = start + size < len(order)
         position = chosen[-1] if more and chosen else None
     else:
         hits, position = search_page(table.search.search(q, keep), after, size)
-        items = [{**table.records[hit.id], "score": hit.score} for hit in hits]
+        items = [{**view(table.records[hit.id]), "score": hit.score} for hit in hits]
     next_cursor = context.cursors.encode(scope, position) if position is not None else None
     return page(items, next_cursor)
 
 
-def _detail(table: Table, record_id: str, kind: str) -> dict[str, Any]:
+def _detail(
+    table: Table, record_id: str, kind: str, view: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
     record = table.records.get(record_id)
     if record is None:
         raise NotFound(f"No {kind} has id {record_id!r}.")
-    return record
+    return view(record)
+
+
+Include = Annotated[str | None, Query(description="`names`: add each record's `names` object.")]
+
+
+def _viewer(
+    snap: Snapshot, table: Table, lang: str | None, include: str | None
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """How a record of `table` is served under `lang` and `include=names` (checked before any read):
+    its own name, and the names of the expansions it lists (series, products), in that language."""
+    language = parse_lang(lang)
+    with_names = "names" in {part.strip() for part in (include or "").split(",")}
+    if language is None and not with_names:
+        return lambda record: record
+    expansion_names = snap.expansions.names
+
+    def view(record: dict[str, Any]) -> dict[str, Any]:
+        shown = dict(record)
+        dress(shown, table.names.get(str(record["id"])), language, with_names)
+        if language is not None and table is not snap.expansions:
+            shown["expansions"] = [
+                {**e, "name": localized(e["name"], expansion_names.get(e["id"]), language)}
+                for e in record["expansions"]
+            ]
+        return shown
+
+    return view
 
 
 async def _read(
@@ -67,19 +99,36 @@ async def _read(
 
 @router.get("/series", tags=["series"], response_model=Envelope[Page[Series]], responses=ERRORS)
 async def list_series(
-    request: Request, context: Context, limit: Limit = None, cursor: Cursor = None, q: Search = None
+    request: Request,
+    context: Context,
+    limit: Limit = None,
+    cursor: Cursor = None,
+    q: Search = None,
+    lang: Lang = None,
+    include: Include = None,
 ) -> Response:
     """Series in release order (first release date, then id), each with its expansions in release order."""
-    return await _read(
-        request, context, lambda snap: _list(context, snap.series, ["series", q], limit, cursor, q, None)
-    )
+    parse_lang(lang)
+
+    def produce(snap: Snapshot) -> dict[str, Any]:
+        view = _viewer(snap, snap.series, lang, include)
+        return _list(context, snap.series, ["series", q], limit, cursor, q, None, view)
+
+    return await _read(request, context, produce)
 
 
 @router.get(
-    "/series/{series_id}", tags=["series"], response_model=Envelope[Series], responses={**BY_ID, **NOT_FOUND}
+    "/series/{series_id}", tags=["series"], response_model=Envelope[Series], responses={**ERRORS, **NOT_FOUND}
 )
-async def get_series(request: Request, context: Context, series_id: str) -> Response:
-    return await _read(request, context, lambda snap: _detail(snap.series, series_id, "series"))
+async def get_series(
+    request: Request, context: Context, series_id: str, lang: Lang = None, include: Include = None
+) -> Response:
+    parse_lang(lang)
+    return await _read(
+        request,
+        context,
+        lambda snap: _detail(snap.series, series_id, "series", _viewer(snap, snap.series, lang, include)),
+    )
 
 
 @router.get("/expansions", tags=["expansions"], response_model=Envelope[Page[Expansion]], responses=ERRORS)
@@ -90,13 +139,18 @@ async def list_expansions(
     cursor: Cursor = None,
     q: Search = None,
     series_id: Annotated[str | None, Query(description="Only this series' expansions.")] = None,
+    lang: Lang = None,
+    include: Include = None,
 ) -> Response:
     """Expansions in release order (release date, then id)."""
+    parse_lang(lang)
 
     def produce(snap: Snapshot) -> dict[str, Any]:
         records = snap.expansions.records
         keep = None if series_id is None else (lambda eid: records[eid]["series_id"] == series_id)
-        return _list(context, snap.expansions, ["expansions", series_id, q], limit, cursor, q, keep)
+        view = _viewer(snap, snap.expansions, lang, include)
+        scope = ["expansions", series_id, q]
+        return _list(context, snap.expansions, scope, limit, cursor, q, keep, view)
 
     return await _read(request, context, produce)
 
@@ -105,10 +159,18 @@ async def list_expansions(
     "/expansions/{expansion_id}",
     tags=["expansions"],
     response_model=Envelope[Expansion],
-    responses={**BY_ID, **NOT_FOUND},
+    responses={**ERRORS, **NOT_FOUND},
 )
-async def get_expansion(request: Request, context: Context, expansion_id: str) -> Response:
-    return await _read(request, context, lambda snap: _detail(snap.expansions, expansion_id, "expansion"))
+async def get_expansion(
+    request: Request, context: Context, expansion_id: str, lang: Lang = None, include: Include = None
+) -> Response:
+    parse_lang(lang)
+
+    def produce(snap: Snapshot) -> dict[str, Any]:
+        view = _viewer(snap, snap.expansions, lang, include)
+        return _detail(snap.expansions, expansion_id, "expansion", view)
+
+    return await _read(request, context, produce)
 
 
 @router.get("/products", tags=["products"], response_model=Envelope[Page[Product]], responses=ERRORS)
@@ -121,13 +183,19 @@ async def list_products(
     expansion_id: Annotated[
         str | None, Query(description="Only products listed under this expansion.")
     ] = None,
+    lang: Lang = None,
+    include: Include = None,
 ) -> Response:
-    """Sealed products by id."""
+    """Sealed products by id. The feed names products in English only: `lang` translates the names of
+    the expansions a product lists, and `include=names` gives `{}`."""
+    parse_lang(lang)
 
     def produce(snap: Snapshot) -> dict[str, Any]:
         links = snap.product_expansions
         keep = None if expansion_id is None else (lambda pid: expansion_id in links.get(pid, ()))
-        return _list(context, snap.products, ["products", expansion_id, q], limit, cursor, q, keep)
+        view = _viewer(snap, snap.products, lang, include)
+        scope = ["products", expansion_id, q]
+        return _list(context, snap.products, scope, limit, cursor, q, keep, view)
 
     return await _read(request, context, produce)
 
@@ -136,7 +204,15 @@ async def list_products(
     "/products/{product_id}",
     tags=["products"],
     response_model=Envelope[Product],
-    responses={**BY_ID, **NOT_FOUND},
+    responses={**ERRORS, **NOT_FOUND},
 )
-async def get_product(request: Request, context: Context, product_id: str) -> Response:
-    return await _read(request, context, lambda snap: _detail(snap.products, product_id, "product"))
+async def get_product(
+    request: Request, context: Context, product_id: str, lang: Lang = None, include: Include = None
+) -> Response:
+    parse_lang(lang)
+
+    def produce(snap: Snapshot) -> dict[str, Any]:
+        view = _viewer(snap, snap.products, lang, include)
+        return _detail(snap.products, product_id, "product", view)
+
+    return await _read(request, context, produce)

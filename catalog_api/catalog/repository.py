@@ -30,6 +30,7 @@ SUMMARY_COLUMNS = (
     Card.palette,
     Card.category,
     Card.number_normalized,
+    Card.names,
 )
 # Position in catalog order: the whole catalog, or within one expansion.
 GLOBAL_ORDER = (Card.sort_release, Card.expansion_id, Card.sort_nonnumeric, Card.sort_number, Card.id)
@@ -175,15 +176,51 @@ async def movers_page(
     return [row[0] for row in rows], position
 
 
-async def searchable_cards(conn: AsyncConnection) -> Sequence[Any]:
-    """Every card's id, name, number and expansion: what the in-memory search index is built from."""
-    return (await conn.execute(select(Card.id, Card.name, Card.number, Card.expansion_id))).all()
+async def card_fact_rows(conn: AsyncConnection) -> Sequence[Any]:
+    """Every card's searchable, filterable and sortable fields (what the read model holds); `metadata`
+    as JSON text (orjson parses it several times faster than the driver's json)."""
+    columns = (
+        Card.id,
+        Card.expansion_id,
+        Card.name,
+        Card.names,
+        Card.number,
+        Card.rarity,
+        Card.illustrator,
+        Card.category,
+        METADATA_TEXT,
+        Card.sort_release,
+        Card.sort_nonnumeric,
+        Card.sort_number,
+    )
+    return (await conn.execute(select(*columns))).all()
+
+
+async def headline_markets(conn: AsyncConnection) -> dict[str, int]:
+    """card id -> its headline printing's current NM market, in cents: the first of its printings, in
+    the feed's order, with a current non-null NM market (the same rule as `prices.movers.headlines`).
+    Cards with no such printing are absent."""
+    stmt = (
+        select(CardVariant.card_id, CardPriceCurrent.market)
+        .join(
+            CardPriceCurrent,
+            (CardPriceCurrent.variant_id == CardVariant.id) & (CardPriceCurrent.condition == "NM"),
+        )
+        .where(CardPriceCurrent.market.is_not(None))
+        .order_by(CardVariant.card_id, CardVariant.position)
+    )
+    found: dict[str, int] = {}
+    for card_id, market in (await conn.execute(stmt)).all():
+        if market is not None:
+            found.setdefault(card_id, market)
+    return found
 
 
 async def scan_card_rows(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, Any]:
     """The fields a scan answer shows for each card id still in the catalog, by id."""
     columns = (Card.id, Card.name, Card.category, Card.rarity, Card.number, Card.image_key)
-    stmt = _with_expansion(*columns, Expansion.id, Expansion.name).where(Card.id.in_(ids))
+    stmt = _with_expansion(*columns, Expansion.id, Expansion.name, Card.names, Expansion.names)
+    stmt = stmt.where(Card.id.in_(ids))
     return {row[0]: row for row in (await conn.execute(stmt)).all()}
 
 

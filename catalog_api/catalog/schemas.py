@@ -86,6 +86,9 @@ class CardSummary(Strict):
     variants: list[Variant] | None = Field(None, description="Only with include=variants.")
     metadata: Metadata | None = Field(None, description="Only with include=metadata.")
     change: list[Change] | None = Field(None, description="Only with include=change and a mover row.")
+    names: dict[str, str] | None = Field(
+        None, description="Only with include=names: language -> name, every language the feed carries."
+    )
     score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
 
 
@@ -101,6 +104,9 @@ class Card(Strict):
     category: str | None
     variants: list[Variant]
     metadata: Metadata | None
+    names: dict[str, str] | None = Field(
+        None, description="Only with include=names: language -> name, every language the feed carries."
+    )
 
 
 class Expansion(Strict):
@@ -115,6 +121,9 @@ class Expansion(Strict):
     card_count_official: int
     legal_standard: bool
     legal_expanded: bool
+    names: dict[str, str] | None = Field(
+        None, description="Only with include=names: language -> name, every language the feed carries."
+    )
     score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
 
 
@@ -134,6 +143,9 @@ class Series(Strict):
     logo: Image | None
     palette: list[str] | None
     expansions: list[SeriesExpansion]
+    names: dict[str, str] | None = Field(
+        None, description="Only with include=names: language -> name, every language the feed carries."
+    )
     score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")
 
 
@@ -151,4 +163,7 @@ class Product(Strict):
     marketplace_url: str
     expansions: list[ProductExpansion]
     marketplace: list[ProductPrice]
+    names: dict[str, str] | None = Field(
+        None, description="Only with include=names: language -> name, every language the feed carries."
+    )
     score: float | None = Field(None, ge=0, le=1, description="Only when q is set.")

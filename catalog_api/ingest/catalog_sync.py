@@ -92,7 +92,7 @@ def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
 # quietly, without `*.updated` (an event whose record is unchanged would be noise to a mirror).
 UNSERVED = {
     "series": {"names", "first_release_date"},
-    "expansions": {"code", "ptcgo_code", "abbreviations"},
+    "expansions": {"names", "code", "ptcgo_code", "abbreviations"},
     "products": {"msrp_cents"},
 }
 
@@ -175,9 +175,9 @@ def _sync_cards(
 ) -> None:
     release = dict(session.execute(select(Expansion.id, Expansion.release_date)).tuples().all())
     existing = {
-        card_id: (digest, image_key, sort_release, palette)
-        for card_id, digest, image_key, sort_release, palette in session.execute(
-            select(Card.id, Card.content_hash, Card.image_key, Card.sort_release, Card.palette)
+        card_id: (digest, image_key, sort_release, palette, names)
+        for card_id, digest, image_key, sort_release, palette, names in session.execute(
+            select(Card.id, Card.content_hash, Card.image_key, Card.sort_release, Card.palette, Card.names)
         )
     }
     # Palettes live beside the content hash, not in it (the cards.updated record carries none): a new or
@@ -189,6 +189,9 @@ def _sync_cards(
     changed_rows: list[dict[str, Any]] = []
     # An expansion's corrected release date moves its cards in catalog order without changing any card.
     resorted: list[dict[str, Any]] = []
+    # Other-language names live beside the content hash too (no served record carries them, so a change
+    # to them alone is no `cards.updated`); a database from before them gets them on its next sync.
+    renamed: list[dict[str, Any]] = []
     records = feed.read_jsonl(feed.feed_path(source, "cards"))
     for record in tqdm(records, desc="cards", unit=" cards", disable=not progress, mininterval=0.5):
         report.cards_seen += 1
@@ -209,7 +212,7 @@ def _sync_cards(
         row = feed.card_row(record, release.get(str(record["expansion_id"]), "9999-12-31"), image_key)
         variants, dropped = feed.card_variants(record)
         report.duplicate_printings += dropped
-        card_fields = {k: v for k, v in row.items() if k != "sort_release"}
+        card_fields = {k: v for k, v in row.items() if k not in ("sort_release", "names")}
         row["content_hash"] = feed.content_hash({"row": card_fields, "variants": variants})
         if old is None:
             new_cards.append({**row, "palette": palette})
@@ -221,6 +224,8 @@ def _sync_cards(
             report.cards_updated.append(card_id)
         elif old[2] != row["sort_release"]:
             resorted.append({"id": card_id, "sort_release": row["sort_release"]})
+        if old is not None and old[0] == row["content_hash"] and old[4] != row["names"]:
+            renamed.append({"id": card_id, "names": row["names"]})
     for batch in chunks(new_cards, 2000):
         session.execute(insert(Card), batch)
     for batch in chunks(new_variants, 5000):
@@ -232,6 +237,9 @@ def _sync_cards(
         session.execute(update(Card), resorted)
     if palettes:
         session.execute(update(Card), palettes)
+    if renamed:
+        session.execute(update(Card), renamed)
+    report.quiet_updates += len(renamed)
 
 
 def _sync_changed_variants(

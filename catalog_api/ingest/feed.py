@@ -63,6 +63,13 @@ def card_name(record: dict[str, Any]) -> str:
     return str(record["id"])
 
 
+def feed_names(record: dict[str, Any]) -> dict[str, str] | None:
+    """The record's names in every language the feed carries (language -> name; empty ones dropped),
+    or None when it carries none."""
+    names = {str(k): str(v) for k, v in (record.get("names") or {}).items() if isinstance(v, str) and v}
+    return names or None
+
+
 def _ascii_modifier(value: Any) -> str | None:
     if value is None or str(value).strip() == "":
         return None
@@ -161,6 +168,7 @@ def card_row(record: dict[str, Any], release_date: str, image_key: str | None) -
         "number": number,
         "number_normalized": normalize_number(number),
         "name": card_name(record),
+        "names": feed_names(record),
         "rarity": None if rarity in (None, "", "None") else str(rarity),
         "illustrator": record.get("illustrator"),
         "category": record.get("category"),
@@ -177,6 +185,7 @@ def expansion_row(record: dict[str, Any]) -> dict[str, Any]:
         "id": str(record["id"]),
         "series_id": str(record["series_id"]),
         "name": card_name(record),
+        "names": feed_names(record),
         "code": record.get("code"),
         "ptcgo_code": record.get("ptcgo_code"),
         "abbreviations": record.get("abbreviations"),
@@ -194,7 +203,7 @@ def series_row(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(record["id"]),
         "name": card_name(record),
-        "names": record.get("names"),
+        "names": feed_names(record),
         "first_release_date": record.get("first_release_date"),
         "logo_url": record.get("logo_url"),
     }

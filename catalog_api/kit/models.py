@@ -37,6 +37,8 @@ class Expansion(Base):
     id: Mapped[str] = mapped_column(IdString, primary_key=True)
     series_id: Mapped[str] = mapped_column(IdString, index=True)
     name: Mapped[str] = mapped_column(Text)
+    # Every language's name the feed carries (language -> name), for `lang`, `include=names` and search.
+    names: Mapped[dict[str, str] | None] = mapped_column(JSONType)
     code: Mapped[str | None] = mapped_column(Text)
     ptcgo_code: Mapped[str | None] = mapped_column(Text)
     abbreviations: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
@@ -58,6 +60,9 @@ class Card(Base):
     number: Mapped[str | None] = mapped_column(Text)
     number_normalized: Mapped[str | None] = mapped_column(Text, index=True)
     name: Mapped[str] = mapped_column(Text)
+    # Every language's name the feed carries (language -> name). Outside the content hash: a card whose
+    # only change is another language's name is rewritten quietly (no served record changed).
+    names: Mapped[dict[str, str] | None] = mapped_column(JSONType)
     rarity: Mapped[str | None] = mapped_column(Text)
     illustrator: Mapped[str | None] = mapped_column(Text)
     category: Mapped[str | None] = mapped_column(Text)

@@ -6,6 +6,8 @@ from typing import Annotated
 
 from fastapi import Query
 
+from catalog_api.kit.languages import LANG_DESCRIPTION, LANGUAGES
+
 Limit = Annotated[
     str | None,
     Query(description="Page size 1..200 (default 50); larger clamps to 200, non-numeric falls back to 50."),
@@ -17,4 +19,8 @@ Cursor = Annotated[
 Search = Annotated[
     str | None,
     Query(min_length=1, max_length=200, description="Typo-tolerant search; rows gain a 0..1 `score`."),
+]
+Lang = Annotated[
+    str | None,
+    Query(description=LANG_DESCRIPTION, json_schema_extra={"enum": list(LANGUAGES)}),
 ]

@@ -12,8 +12,9 @@ from catalog_api.catalog.schemas import CardSummary
 from catalog_api.deps import Context, cached_read
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import BadRequest
+from catalog_api.kit.languages import dress, parse_lang
 from catalog_api.kit.pagination import parse_limit, parse_query_int
-from catalog_api.kit.params import Cursor, Limit
+from catalog_api.kit.params import Cursor, Lang, Limit
 from catalog_api.kit.schemas import ERRORS, Envelope, Page
 from catalog_api.prices.movers import WINDOWS
 
@@ -46,6 +47,7 @@ async def list_movers(
     ] = None,
     limit: Limit = None,
     cursor: Cursor = None,
+    lang: Lang = None,
 ) -> Response:
     """Cards whose headline price moved most over the window, ranked by `change_bp` (then
     `change_cents`, then id). Rows are card summaries carrying `change` (every computed window of the
@@ -56,6 +58,7 @@ async def list_movers(
     if direction not in DIRECTIONS:
         raise BadRequest(f"direction must be one of {', '.join(DIRECTIONS)}.")
     floor = 0 if min_cents is None else _cents(min_cents)
+    language = parse_lang(lang)
 
     async def produce() -> dict[str, Any]:
         size = parse_limit(limit)
@@ -76,6 +79,7 @@ async def list_movers(
         items = []
         for row in rows:
             item = records.card_summary(row, context.settings.public_url)
+            dress(item, row.names, language, False)
             item["change"] = changes.get(row.id, [])
             items.append(item)
         next_cursor = context.cursors.encode(scope, position) if position is not None else None

@@ -19,6 +19,8 @@ from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
 from catalog_api.kit.errors import ScanUnavailable
 from catalog_api.kit.images import image_urls
+from catalog_api.kit.languages import localized, parse_lang
+from catalog_api.kit.params import Lang
 from catalog_api.kit.photo import probe_image
 from catalog_api.kit.scan_contract import ScannedCard, unidentified_answer
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
@@ -60,14 +62,16 @@ SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
         }
     },
 )
-async def scan(request: Request, context: Context) -> Response:
-    """Identify a card from a photo: a multipart file field `image`, or JSON `{url}` (https, public)."""
+async def scan(request: Request, context: Context, lang: Lang = None) -> Response:
+    """Identify a card from a photo: a multipart file field `image`, or JSON `{url}` (https, public).
+    `lang` names the matched cards and their expansions in that language where the feed has it."""
+    language = parse_lang(lang)
     if context.scanner is None:
         raise ScanUnavailable("Scanning is not configured on this deployment.")
     data = await read_scan_upload(request, context.fetch_policy)
     await run_in_threadpool(probe_image, data)
     decision = await context.scanner.scan(data)
-    matches = await _hydrate(context, decision["matches"])
+    matches = await _hydrate(context, decision["matches"], language)
     body = {
         "analysis": {"game": GAME if matches else None},
         "matches": matches,
@@ -76,7 +80,9 @@ async def scan(request: Request, context: Context) -> Response:
     return data_response(request, body)
 
 
-async def _hydrate(context: AppContext, matches: list[ScannedCard]) -> list[dict[str, Any]]:
+async def _hydrate(
+    context: AppContext, matches: list[ScannedCard], language: str | None = None
+) -> list[dict[str, Any]]:
     """Card fields for the scanner's ids, in its order; ids no longer in the catalog are dropped."""
     ids = [match["card_id"] for match in matches]
     if not ids:
@@ -88,15 +94,16 @@ async def _hydrate(context: AppContext, matches: list[ScannedCard]) -> list[dict
         row = rows.get(match["card_id"])
         if row is None:
             continue
-        card_id, name, category, rarity, number, image_key, expansion_id, expansion_name = row
+        card_id, name, category, rarity, number, image_key, expansion_id, expansion_name = row[:8]
+        card_names, expansion_names = row[8], row[9]
         card = {
             "id": card_id,
-            "name": name,
+            "name": localized(name, card_names, language),
             "category": category,
             "rarity": rarity,
             "number": number,
             "image": image_urls(context.settings.public_url, image_key),
-            "expansion": {"id": expansion_id, "name": expansion_name},
+            "expansion": {"id": expansion_id, "name": localized(expansion_name, expansion_names, language)},
         }
         hydrated.append({"score": match["score"], "card": card})
     return hydrated

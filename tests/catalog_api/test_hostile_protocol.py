@@ -182,6 +182,7 @@ def probes(server: Service, files: dict[str, str]) -> dict[tuple[str, str], list
             {"url": concrete + real, "headers": key},
             {"url": concrete + real, "headers": stale},
             {"url": concrete + "no-such-id", "headers": key},
+            {"url": concrete + real, "headers": key, "params": {"lang": "xx"}},
             {"url": concrete + real},
         ]
     with httpx.Client(base_url=server.base_url, headers=key) as client:
@@ -190,6 +191,7 @@ def probes(server: Service, files: dict[str, str]) -> dict[tuple[str, str], list
         {"url": f"/v1/products/{product}", "headers": key},
         {"url": f"/v1/products/{product}", "headers": stale},
         {"url": "/v1/products/no-such-id", "headers": key},
+        {"url": f"/v1/products/{product}", "headers": key, "params": {"lang": "xx"}},
         {"url": f"/v1/products/{product}"},
     ]
     table[("post", "/v1/scan")] = [{"url": "/v1/scan", "headers": key, "json": {"url": "https://h/"}}]

@@ -227,6 +227,66 @@ def test_renamed_card_is_the_only_card_updated(live: Live) -> None:
     eventually(found)
 
 
+def test_another_languages_name_is_written_quietly(live: Live) -> None:
+    """A card whose only change is a name in another language: no `cards.updated` (no served record
+    changed), yet `lang` and search serve the new name after the sync."""
+    before = card(live.client, "base1-2")
+
+    def rename(cards: list[Record]) -> list[Record]:
+        for record in cards:
+            if record["id"] == "base1-2":
+                record["names"] = {**(record.get("names") or {}), "de": "Turtok Neu"}
+        return cards
+
+    edit(live.feed, "cards", rename)
+    assert_changes(live.sync())
+    assert card(live.client, "base1-2") == before
+
+    def served() -> None:
+        detail = ok(live.client.get("/v1/cards/base1-2", params={"lang": "de", "include": "names"}))
+        assert detail["name"] == "Turtok Neu" and detail["names"]["de"] == "Turtok Neu"
+        hits = ok(live.client.get("/v1/cards", params={"q": "Turtok Neu"}))["items"]
+        assert hits[0]["id"] == "base1-2" and hits[0]["score"] == 1.0
+
+    eventually(served)
+
+
+def test_a_database_from_before_names_gets_them_on_the_next_sync(live: Live) -> None:
+    """Migration 0003 adds `cards.names` and `expansions.names` empty; the next sync fills them without
+    reporting any card or expansion as updated."""
+    from sqlalchemy import create_engine, select, text
+
+    from catalog_api.kit.models import Card as CardRow
+    from catalog_api.kit.models import Expansion as ExpansionRow
+
+    engine = create_engine(live.service.db.url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE cards SET names = NULL"))
+            # An expansion's stored hash predates its names too (the hash covers every stored field).
+            conn.execute(text("UPDATE expansions SET names = NULL, content_hash = ''"))
+        assert_changes(live.sync())
+        with engine.connect() as conn:
+            stored = {
+                model.__tablename__: dict(conn.execute(select(model.id, model.names)).all())
+                for model in (CardRow, ExpansionRow)
+            }
+    finally:
+        engine.dispose()
+    for table in ("cards", "expansions"):
+        expected = {
+            str(r["id"]): {k: v for k, v in (r.get("names") or {}).items() if v} or None
+            for r in read_records(live.feed, table)
+        }
+        assert any(expected.values())
+        assert {key: stored[table].get(key) for key in expected} == expected, table
+
+    def served() -> None:
+        assert ok(live.client.get("/v1/cards/base1-4", params={"lang": "de"}))["name"] == "Glurak"
+
+    eventually(served)
+
+
 def test_new_card_is_created(live: Live) -> None:
     failed(live.client.get("/v1/cards/base1-103"), 404, "not_found")
 
