@@ -5,10 +5,10 @@
 the `Settings` object; several workers are a child `cardcat serve` given a copy of the environment that
 names the scanner, so this process's `os.environ` is never rewritten for our settings.
 
-The one variable it does set is prometheus_client's own, `PROMETHEUS_MULTIPROC_DIR` (`<data dir>/metrics`,
-emptied at start, unless already set): the library reads it from the environment in every process that
-counts (this one, uvicorn's workers, the deliverer), so it must be there before they start. It is set
-after Ray has started, so Ray's own processes never write into it.
+The one variable it does set is prometheus_client's own, `PROMETHEUS_MULTIPROC_DIR` (a new
+`<data dir>/metrics/<pid>`, unless already set): the library reads it from the environment in every
+process that counts (this one, uvicorn's workers, the deliverer), so it must be there before they start.
+It is set after Ray has started, so Ray's own processes never write into it.
 """
 
 from __future__ import annotations
@@ -176,19 +176,35 @@ def _share_metrics(settings: Settings, host: str, serve_port: bool) -> None:
 
 
 def _fresh_metrics_dir(settings: Settings) -> Path:
-    """`<data dir>/metrics`, emptied (a restart starts every counter from zero, as Prometheus expects of
-    a new process); a private temporary directory where the data dir is read-only (deploy/k8s)."""
+    """`<data dir>/metrics/<this pid>`: a new, empty directory per server (a restart starts every counter
+    from zero, as Prometheus expects of a new process, and two servers on one data dir never sum each
+    other's counts); directories of servers no longer running are removed. A private temporary directory
+    where the data dir is read-only (deploy/k8s)."""
+    import shutil
     import tempfile
 
-    directory = settings.data_dir / "metrics"
+    parent = settings.data_dir / "metrics"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for stale in directory.glob("*.db"):
-            stale.unlink()
-        (directory / ".writable").touch()
+        parent.mkdir(parents=True, exist_ok=True)
+        for old in parent.iterdir():
+            if old.is_dir() and not (old.name.isdigit() and _alive(int(old.name))):
+                shutil.rmtree(old, ignore_errors=True)
+        directory = parent / str(os.getpid())
+        shutil.rmtree(directory, ignore_errors=True)  # a pid reused from an earlier run
+        directory.mkdir()
         return directory
     except OSError:
         return Path(tempfile.mkdtemp(prefix="cardcat-metrics-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 DEMO_FACES = ("base1", "base4", "swsh10tg")  # reprints sharing artwork, and TG numbers

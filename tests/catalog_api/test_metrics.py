@@ -189,7 +189,7 @@ def test_a_scripted_mix_moves_every_counter_and_histogram(served: tuple[Service,
     assert not {route for route in routes if "nope" in route or "nothing" in route or card_id in route}
     assert "/v1/cards/{card_id}" in routes and "unmatched" in routes
     # Every process that counted wrote its own files: the workers and the deliverer.
-    pids = {path.stem.rsplit("_", 1)[1] for path in (service.data_dir / "metrics").glob("counter_*.db")}
+    pids = {path.stem.rsplit("_", 1)[1] for path in (service.data_dir / "metrics").glob("*/counter_*.db")}
     assert len(pids) >= workers + 1, pids
     # Every metric the Grafana dashboard queries is in a real scrape, but Ray's (scraped from Ray) and
     # the scanner's stage timings (no scanner here: tests/serve_app/test_scan_metrics.py has them).

@@ -112,6 +112,7 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
         return counts
 
     counts = eventually(ray_counts, timeout=60, interval=2)
+    print(f"outcomes {dict(tally)}; Ray stage counts {counts}")  # shown with -s: which outcomes occurred
     assert counts["decode"] == counts["locate"] == counts["fuse"] == counts["total"] == decisions, counts
     assert counts["search"] == counts["read"] == observed("search"), counts
 
