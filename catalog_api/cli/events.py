@@ -90,10 +90,11 @@ def events() -> None:
     "--metrics-port",
     type=click.IntRange(0, 65535),
     default=0,
-    help="Serve Prometheus /metrics (this deliverer's counts, the webhook queue) on this port of 0.0.0.0. "
-    "Not needed under `cardcat serve`, whose /metrics already includes its deliverer.",
+    help="Serve Prometheus /metrics (this deliverer's counts, the webhook queue) on this port. Not "
+    "needed under `cardcat serve`, whose /metrics already includes its deliverer.",
 )
-def events_deliver(once: bool, exit_with_parent: bool, metrics_port: int) -> None:
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address of --metrics-port.")
+def events_deliver(once: bool, exit_with_parent: bool, metrics_port: int, metrics_host: str) -> None:
     """Send pending events to the webhook endpoints (the worker; `cardcat serve` runs one)."""
     import logging
     import os
@@ -110,7 +111,7 @@ def events_deliver(once: bool, exit_with_parent: bool, metrics_port: int) -> Non
     if metrics_port:
         from catalog_api.ops.scrape_metrics import serve_metrics_port
 
-        serve_metrics_port(engine, settings, "0.0.0.0", metrics_port)
+        serve_metrics_port(engine, settings, metrics_host, metrics_port)
     stop = threading.Event()
     # SIGTERM/SIGINT finish the post in flight, then exit; an unfinished one would be sent again anyway.
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -11,6 +11,7 @@ stage latencies, also through Ray's metrics) are in tests/serve_app/test_scan_me
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from catalog_api.prices.demo_prices import write_demo_prices
 from tests.catalog_api.helpers import eventually, failed, ok
 from tests.catalog_api.test_events import ENV as WEBHOOK_ENV
 from tests.catalog_api.test_events import Receiver
-from tests.harness import Service, create_database, free_port
+from tests.harness import CARDCAT, Service, create_database, free_port
 from tests.metrics_text import Scrape
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,6 +219,39 @@ def test_metrics_on_their_own_port(tmp_path: Path):
         assert scrape.sum("cardcat_feed_synced", feed="catalog") == 0
     finally:
         service.stop()
+
+
+def test_a_deliverer_on_its_own_serves_its_metrics(tmp_path: Path):
+    """`cardcat events deliver --metrics-port`: a deliverer with no server beside it (another host, its
+    own pod) answers its own counts and the queue gauges."""
+    service = Service(create_database("sqlite", tmp_path), tmp_path / "data", dict(WEBHOOK_ENV))
+    service.cli("db", "upgrade")
+    receiver = Receiver(fail_first=1).start()
+    subscribe(service, receiver)
+    service.cli("catalog", "sync", "--from", str(write_demo_catalog(tmp_path / "feed")), "--quiet")
+    owed = count(service, "SELECT count(*) FROM events")
+    port = free_port()
+    command = [*CARDCAT, "events", "deliver", "--metrics-port", str(port)]
+    deliverer = subprocess.Popen(
+        command, env=service.env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        eventually(lambda: _assert(len(receiver.accepted()) == owed), timeout=30)
+
+        def delivered() -> Scrape:
+            scrape = Scrape.get(f"http://127.0.0.1:{port}/metrics")
+            assert scrape.sum("cardcat_webhook_deliveries_total", result="delivered") == owed
+            return scrape
+
+        scrape = eventually(delivered, timeout=10)
+        assert scrape.sum("cardcat_webhook_deliveries_total", result="retry") == 1
+        assert scrape.sum("cardcat_webhook_failures_total", kind="http_status") == 1
+        assert scrape.sum("cardcat_webhook_queue_depth", state="active") == 0
+        assert scrape.sum("cardcat_feed_synced", feed="catalog") == 1
+    finally:
+        deliverer.terminate()
+        deliverer.wait(30)
+        receiver.stop()
 
 
 def _assert(condition: bool) -> None:
