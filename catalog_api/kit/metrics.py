@@ -89,6 +89,23 @@ WEBHOOK_POST_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 
+WEBHOOK_FAILURE_KINDS = ("http_status", "no_answer")
+RATE_LIMIT_BUCKETS = ("key", "anonymous")
+
+# Every fixed label value starts at zero, so its series exists from the first scrape (a `rate()` over a
+# series that appears with its first event misses that event) and the dashboard's panels show 0, not
+# "no data".
+for _outcome in SCAN_OUTCOMES:
+    SCANS.labels(_outcome)
+for _stage in SCAN_STAGES:
+    SCAN_STAGE_LATENCY.labels(_stage)
+for _result in WEBHOOK_RESULTS:
+    WEBHOOK_DELIVERIES.labels(_result)
+for _kind in WEBHOOK_FAILURE_KINDS:
+    WEBHOOK_FAILURES.labels(_kind)
+for _bucket in RATE_LIMIT_BUCKETS:
+    RATE_LIMITED.labels(_bucket)
+
 # Every name above, as a scrape shows it (counters gain `_total`, histograms `_bucket`/`_sum`/`_count`).
 DECLARED = (
     HTTP_REQUESTS,

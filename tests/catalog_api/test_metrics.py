@@ -192,11 +192,14 @@ def test_a_scripted_mix_moves_every_counter_and_histogram(served: tuple[Service,
     # Every process that counted wrote its own files: the workers and the deliverer.
     pids = {path.stem.rsplit("_", 1)[1] for path in (service.data_dir / "metrics").glob("*/counter_*.db")}
     assert len(pids) >= workers + 1, pids
-    # Every metric the Grafana dashboard queries is in a real scrape, but Ray's (scraped from Ray) and
-    # the scanner's stage timings (no scanner here: tests/serve_app/test_scan_metrics.py has them).
+    # Every metric the Grafana dashboard queries is in a real scrape, but Ray's (scraped from Ray).
     exported = after.families | after.sample_names()
     missing = {name for name in dashboard_metrics() if not name.startswith("ray_") and name not in exported}
-    assert missing == {"cardcat_scan_stage_seconds_bucket"}, missing
+    assert not missing, missing
+    # Fixed label values exist from the start, at zero.
+    assert after.sum("cardcat_scans_total", outcome="race") == 0  # no scanner here: no race
+    assert ("cardcat_scans_total", frozenset({("outcome", "race")})) in before.samples
+    assert ("cardcat_scan_stage_seconds_count", frozenset({("stage", "read")})) in before.samples
     # Not part of the API document, and no key needed.
     assert "/metrics" not in httpx.get(f"{url}/openapi.json").json()["paths"]
 
