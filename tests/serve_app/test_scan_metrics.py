@@ -1,5 +1,6 @@
 """Scan metrics through the real scanner: `cardcat serve --workers 2 --scan` (the workers in a child
-process that inherits the metrics directory), photos of real rendered cards, a blank photo and junk.
+process that inherits the metrics directory), photos of real rendered cards (one blurred past reading:
+a race between reprints), a blank photo and junk.
 
 - `cardcat_scans_total{outcome}` moves by exactly the outcomes the responses show; errors by code.
 - `cardcat_scan_stage_seconds{stage}` (the timings the scanner sends back with each decision) counts one
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from PIL import Image
 
 from tests.catalog_api.helpers import eventually, ok
 from tests.harness import (
@@ -28,7 +30,7 @@ from tests.harness import (
     write_subset_feed,
 )
 from tests.metrics_text import Scrape
-from tests.serve_app.test_scan_http import EXPANSIONS, jpeg, photo_of, scan
+from tests.serve_app.test_scan_http import EXPANSIONS, HELD_OUT_SEED, face, jpeg, photo_of, scan
 
 STAGES = ("decode", "locate", "search", "read", "fuse", "total")
 
@@ -56,6 +58,17 @@ def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service,
         service.stop()
 
 
+def blurred_photo_of(card_id: str, width: int = 60) -> bytes:
+    """A photo of the card's face blurred past reading (shrunk to `width` px and back): the artwork
+    still matches, the print does not decide, so reprints sharing the artwork are a close race."""
+    sharp = Image.fromarray(face(card_id))
+    small = sharp.resize((width, round(width * sharp.height / sharp.width)), Image.Resampling.BILINEAR)
+    blurred = np.asarray(small.resize(sharp.size, Image.Resampling.BILINEAR))
+    from training.synth import make_photo
+
+    return jpeg(make_photo(blurred, seed=HELD_OUT_SEED + 5, difficulty="standard").image)
+
+
 def outcome(response: httpx.Response) -> str:
     if response.status_code != 200:
         return "error"
@@ -70,13 +83,14 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
     metrics = f"{service.base_url}/metrics"
     before = Scrape.get(metrics)
     photos = [photo_of(card_id) for card_id in ("swsh10tg-TG01", "swsh10tg-TG03", "base1-4", "base4-4")]
+    photos.append(blurred_photo_of("base1-4"))  # base1-4 and base4-4 share the artwork: a race
     photos.append(jpeg(np.full((960, 720, 3), 235, np.uint8)))  # a blank photo: unidentified
     with service.client() as client:
         client.timeout = httpx.Timeout(120)
         responses = [scan(client, photo) for photo in photos]
         responses.append(scan(client, b"not an image at all", "junk.jpg"))  # refused at the ingress
     tally = Counter(outcome(response) for response in responses)
-    assert tally["match"] + tally["race"] >= 3, tally
+    assert tally["match"] >= 2 and tally["race"] >= 1, tally
     assert tally["print_unreadable"] + tally["no_confident_match"] >= 1, tally
     assert tally["error"] == 1, tally
     decisions = sum(1 for response in responses if response.status_code == 200)
