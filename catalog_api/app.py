@@ -21,10 +21,12 @@ from catalog_api.deps import AppContext
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.db import make_async_engine
 from catalog_api.kit.http_errors import ErrorGuard, install_error_handlers
+from catalog_api.kit.metrics import mark_process_dead
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.secret_store import stored_secrets
 from catalog_api.kit.settings import Settings, get_settings
-from catalog_api.ops import bench_routes, health_routes, image_routes
+from catalog_api.ops import bench_routes, health_routes, image_routes, metrics_routes
+from catalog_api.ops.http_metrics import HttpMetrics
 from catalog_api.prices import file_routes, movers_routes
 from catalog_api.scan import scan_routes
 from catalog_api.scan.client import open_scan_client
@@ -61,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await context.scanner.aclose()
         await limiter.close()
         await engine.dispose()
+        mark_process_dead()  # this worker's live gauges leave the shared metrics directory
 
     app = FastAPI(
         title="cardcat",
@@ -88,9 +91,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     if settings.bench_routes:
         app.include_router(bench_routes.router)
+    if not settings.metrics_port:  # else `cardcat serve` answers /metrics on that port
+        app.include_router(metrics_routes.router)
     install_error_handlers(app)
     app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
-    app.add_middleware(ErrorGuard)  # added last: outside the gate, so the gate's own failures are answered
+    app.add_middleware(ErrorGuard)  # outside the gate, so the gate's own failures are answered
+    app.add_middleware(HttpMetrics)  # added last: outermost, so every answer is counted as sent
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,6 +37,7 @@ import numpy as np
 import ray
 from ray import serve
 from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Histogram
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -64,6 +66,10 @@ TABLES_KEPT = 2
 # this long, and under load the queue fills batches while the previous one runs anyway.
 BATCH_WAIT_S = 0.002
 Hits = list[tuple[str, float]]
+# Stage latency buckets (seconds): a stage takes ~5 ms (search) to ~1 s (a 12 MP decode on a busy CPU).
+# Ray exports it as `ray_cardcat_scanner_stage_seconds` (deploy/grafana/cardcat.json).
+STAGE_METRIC = "cardcat_scanner_stage_seconds"
+STAGE_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]
 
 
 def _torch_threads(device: str, threads: int) -> None:
@@ -88,6 +94,9 @@ class Located:
     face: Any = None
     thumbnail: np.ndarray | None = None
     error: tuple[str, str] | None = None
+    # Seconds this photo spent in the replica's stages: `decode` (its own), `locate` (its batch's
+    # detector pass and rectification).
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @serve.deployment(max_ongoing_requests=32)
@@ -126,23 +135,35 @@ class Detector:
     async def locate(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:
         """Each request: the photo's bytes and the (width, height) of the thumbnail to return."""
 
+        timings: list[dict[str, float]] = [{} for _ in requests]
+
         def faces_and_thumbnails() -> list[tuple[np.ndarray, np.ndarray] | Located]:
-            located = self.locate_photos([photo for photo, _ in requests])
+            located = self.locate_photos([photo for photo, _ in requests], timings)
             return [
                 (face, shrink(face, size)) if isinstance(face, np.ndarray) else face
                 for face, (_, size) in zip(located, requests, strict=True)
             ]
 
         found = await asyncio.to_thread(faces_and_thumbnails)
-        return [Located(ray.put(item[0]), item[1]) if isinstance(item, tuple) else item for item in found]
+        return [
+            Located(ray.put(item[0]), item[1], timings=spent)
+            if isinstance(item, tuple)
+            else dataclasses.replace(item, timings=spent)
+            for item, spent in zip(found, timings, strict=True)
+        ]
 
-    def locate_photos(self, photos: list[bytes]) -> list[np.ndarray | Located]:
+    def locate_photos(
+        self, photos: list[bytes], timings: list[dict[str, float]] | None = None
+    ) -> list[np.ndarray | Located]:
         """Photos of any size and format in one batch, each decoded once, at working size: the rectified
-        face of each, or a `Located` saying there is none, or why."""
+        face of each, or a `Located` saying there is none, or why. `timings`, when given (one dict per
+        photo), receives each photo's `decode` seconds and its batch's `locate` seconds."""
         images: dict[int, np.ndarray] = {}
         tensors: dict[int, Any] = {}  # the same working images on the torch device, when decoded there
         out: list[np.ndarray | Located] = [Located() for _ in photos]
+        spent: list[dict[str, float]] = timings if timings is not None else [{} for _ in photos]
         for i, data in enumerate(photos):
+            started = time.perf_counter()
             try:
                 if self.on_device:
                     tensors[i] = decode_photo_tensor(data, self.model.device)
@@ -151,11 +172,16 @@ class Detector:
                     images[i] = decode_photo(data)
             except APIError as error:
                 out[i] = Located(error=(error.code, error.message))
+            spent[i]["decode"] = time.perf_counter() - started
+        started = time.perf_counter()
         quads = self.model.locate_batch(list(images.values())) if images else []
         for (i, image), quad in zip(images.items(), quads, strict=True):
             if quad is None:
                 continue
             out[i] = self.rectify_tensor(tensors[i], quad) if i in tensors else rectify(image, quad)
+        located_s = time.perf_counter() - started
+        for i in images:
+            spent[i]["locate"] = located_s
         return out
 
 
@@ -295,6 +321,15 @@ class ScanService:
         self.tables: dict[str, PrintTable] = {}
         self.latest: PrintTable | None = None
         self.embed_size: tuple[int, int] | None = None
+        # Exported through Ray's metrics (each node's metrics agent, `ray_` prefixed, with the
+        # deployment's and replica's tags); the same timings travel back with each decision.
+        self.stage_latency = Histogram(
+            STAGE_METRIC,
+            description="Scanner stage latency: decode and locate (in the Detector replica), search and "
+            "read (each call as ScanService waits for it, queueing and batching included), fuse, total.",
+            boundaries=STAGE_BUCKETS,
+            tag_keys=("stage",),
+        )
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         if config.get("thresholds"):
@@ -325,18 +360,35 @@ class ScanService:
     async def scan_photo(self, data: bytes) -> ScanAnswer:
         """The ingress's call (through a DeploymentHandle): the decision as JSON-ready data, or
         `{"error": {code, message}}` when the bytes are not a photo we can decode."""
+        started = time.perf_counter()
         if self.embed_size is None:
             self.embed_size = tuple(await self.embedder.input_size.remote())
         located: Located = await self.detector.locate.remote((data, self.embed_size))
+        timings = dict(located.timings)
         if located.error is not None:
+            self._observe(timings)
             code, message = located.error
             return refusal(code, message)
-        return (await self.scan(located)).as_dict()
+        answer = (await self.scan(located, timings)).as_dict()
+        timings["total"] = time.perf_counter() - started
+        self._observe(timings)
+        answer["timings"] = timings
+        return answer
 
-    async def scan(self, located: Located) -> Decision:
+    def _observe(self, timings: dict[str, float]) -> None:
+        for stage, seconds in timings.items():
+            self.stage_latency.observe(seconds, tags={"stage": stage})
+
+    async def scan(self, located: Located, timings: dict[str, float] | None = None) -> Decision:
+        """The decision for a located photo; `timings` receives the `search`, `read` and `fuse` seconds."""
+        spent = timings if timings is not None else {}
         if located.face is None or located.thumbnail is None:
             latest = self.latest or (await self._fetch_table())[1]
-            return decide({}, None, latest, self.thresholds)
+            started = time.perf_counter()
+            decision = decide({}, None, latest, self.thresholds)
+            spent["fuse"] = time.perf_counter() - started
+            return decision
+        started = time.perf_counter()
         for _ in range(2):
             upright, upside_down, stamp = await self.embedder.search.remote(located.thumbnail)
             known = self.tables.get(stamp)
@@ -349,10 +401,16 @@ class ScanService:
             break
         else:
             raise RuntimeError(f"no print table for index build {stamp}")
+        spent["search"] = time.perf_counter() - started
         turned, hits = better_turn(False, True, upright, upside_down)
         footers = footer_candidates(hits, table, self.thresholds.race_window)
+        started = time.perf_counter()
         read = await self.reader.read.remote((located.face, turned, footers))
-        return decide(dict(hits), Read(**read), table, self.thresholds)
+        spent["read"] = time.perf_counter() - started
+        started = time.perf_counter()
+        decision = decide(dict(hits), Read(**read), table, self.thresholds)
+        spent["fuse"] = time.perf_counter() - started
+        return decision
 
 
 def _wants_gpu(device: str) -> bool:

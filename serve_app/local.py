@@ -17,7 +17,9 @@ ROUTE = "/scan"
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
 
-def start_scanner(config: ScanConfig, http_port: int | None = None, ray_address: str = "") -> tuple[str, str]:
+def start_scanner(
+    config: ScanConfig, http_port: int | None = None, ray_address: str = "", metrics_port: int = 0
+) -> tuple[str, str]:
     """Start the scanner app on Ray; returns the Serve application's name and the Ray cluster's address:
     the ingress (this process, or uvicorn workers that join this Ray cluster) calls the app by handle.
 
@@ -25,7 +27,9 @@ def start_scanner(config: ScanConfig, http_port: int | None = None, ray_address:
     cluster's GCS, e.g. a KubeRay head) the app is deployed onto that cluster instead, its replicas
     spread over the cluster's nodes. With `http_port`, Ray's HTTP proxy also serves `POST /scan` on
     127.0.0.1 (an ingress elsewhere can post to it); without, no proxy runs at all: one process and one
-    HTTP parse fewer per scan.
+    HTTP parse fewer per scan. `metrics_port`: the port of Ray's metrics export (Prometheus text at
+    `/metrics`: the scanner's stage latencies and Ray's own metrics) on the Ray instance started here;
+    0 lets Ray pick one (listed in `/tmp/ray/prom_metrics_service_discovery.json`).
     """
     import ray
     from ray import serve
@@ -53,6 +57,7 @@ def start_scanner(config: ScanConfig, http_port: int | None = None, ray_address:
                 # No idle workers started ahead of time: every process here is a replica or Ray itself.
                 "enable_worker_prestart": False,
             },
+            _metrics_export_port=metrics_port or None,
         )
     if http_port is None:
         serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})

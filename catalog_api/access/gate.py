@@ -22,6 +22,7 @@ from catalog_api.access.keys import KeyVerifier, bearer_token, hash_key
 from catalog_api.access.ratelimit import Decision, RateLimiter
 from catalog_api.kit.errors import RateLimited, Unauthorized
 from catalog_api.kit.http_errors import as_api_error, send_error
+from catalog_api.kit.metrics import RATE_LIMITED as RATE_LIMITED_COUNT
 
 log = logging.getLogger(__name__)
 RATE_LIMITED = "Request budget spent; retry after Retry-After seconds."
@@ -60,6 +61,7 @@ class V1Gate:
             if digest not in self._seen_valid and self._is_spent(address):
                 counted = await self.limiter.hit(anonymous)  # counted, and no lookup
                 if not counted.allowed:
+                    RATE_LIMITED_COUNT.labels("anonymous").inc()
                     await send_error(send, RateLimited(RATE_LIMITED), counted.headers())
                     return
                 self._spent.pop(address, None)  # a new window (another process may have started it)
@@ -70,6 +72,7 @@ class V1Gate:
         else:
             decision = await self.limiter.hit(bucket or anonymous)
         if not decision.allowed:
+            RATE_LIMITED_COUNT.labels("anonymous" if bucket is None else "key").inc()
             if bucket is None:
                 self._mark_spent(address, decision.reset)
             await send_error(send, RateLimited(RATE_LIMITED), decision.headers())

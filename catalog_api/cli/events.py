@@ -86,7 +86,15 @@ def events() -> None:
 @events.command("deliver")
 @click.option("--once", is_flag=True, help="Deliver what is due now, then exit.")
 @click.option("--exit-with-parent", is_flag=True, hidden=True, help="Stop when the parent process ends.")
-def events_deliver(once: bool, exit_with_parent: bool) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Serve Prometheus /metrics (this deliverer's counts, the webhook queue) on this port. Not "
+    "needed under `cardcat serve`, whose /metrics already includes its deliverer.",
+)
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address of --metrics-port.")
+def events_deliver(once: bool, exit_with_parent: bool, metrics_port: int, metrics_host: str) -> None:
     """Send pending events to the webhook endpoints (the worker; `cardcat serve` runs one)."""
     import logging
     import os
@@ -95,10 +103,15 @@ def events_deliver(once: bool, exit_with_parent: bool) -> None:
 
     from catalog_api.events.deliverer import Deliverer
     from catalog_api.kit.db import make_engine
+    from catalog_api.kit.metrics import mark_process_dead
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = get_settings()
     engine = make_engine(settings)
+    if metrics_port:
+        from catalog_api.ops.scrape_metrics import serve_metrics_port
+
+        serve_metrics_port(engine, settings, metrics_host, metrics_port)
     stop = threading.Event()
     # SIGTERM/SIGINT finish the post in flight, then exit; an unfinished one would be sent again anyway.
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -108,6 +121,7 @@ def events_deliver(once: bool, exit_with_parent: bool) -> None:
         once=once, stop=stop, alive=lambda: not exit_with_parent or os.getppid() == parent
     )
     engine.dispose()
+    mark_process_dead()
     click.echo(json.dumps(counts))
 
 

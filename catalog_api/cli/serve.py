@@ -3,7 +3,12 @@
 `serve` starts the Ray Serve scanner (when its models and an index are present), the event deliverer
 (a child process) and the uvicorn ingress. Settings travel explicitly: one worker gets an app built from
 the `Settings` object; several workers are a child `cardcat serve` given a copy of the environment that
-names the scanner, so this process's `os.environ` is never rewritten.
+names the scanner, so this process's `os.environ` is never rewritten for our settings.
+
+The one variable it does set is prometheus_client's own, `PROMETHEUS_MULTIPROC_DIR` (a new
+`<data dir>/metrics/<pid>`, unless already set): the library reads it from the environment in every
+process that counts (this one, uvicorn's workers, the deliverer), so it must be there before they start.
+It is set after Ray has started, so Ray's own processes never write into it.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -24,6 +30,8 @@ from catalog_api.kit.settings import REPO_ROOT, Settings, get_settings
 SHARED_CATALOG = REPO_ROOT.parent / "shared" / "catalog"
 # This command line run as a child process (the deliverer, the workers of `serve`).
 CARDCAT = [sys.executable, "-m", "catalog_api.cli"]
+# prometheus_client's multiprocess directory (catalog_api.kit.metrics).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def _start_deliverer(settings: Settings) -> Any:
@@ -57,7 +65,8 @@ def _stop_deliverer(process: Any, settings: Settings) -> None:
     default=None,
     help="Start the Ray Serve scanner too (default: when the models and an index are present).",
 )
-def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
+@click.option("--metrics-port-served", is_flag=True, hidden=True, help="A parent serves the metrics port.")
+def serve(host: str, port: int, workers: int, scan: bool | None, metrics_port_served: bool = False) -> None:
     """Serve the API (uvicorn), and the scanner on Ray Serve behind it."""
     settings = get_settings()
     started_ray = False
@@ -78,11 +87,14 @@ def serve(host: str, port: int, workers: int, scan: bool | None) -> None:
         if not missing:
             from serve_app.local import start_scanner
 
-            app_name, ray_address = start_scanner(config, settings.scan_port or None, attach_to)
+            app_name, ray_address = start_scanner(
+                config, settings.scan_port or None, attach_to, settings.scan_metrics_port
+            )
             settings = settings.model_copy(update={"scan_app": app_name, "ray_address": ray_address})
             started_ray = True
         else:
             click.echo("scanner not started (no index yet: `cardcat index build`); serving the catalog only")
+    _share_metrics(settings, host, serve_port=not metrics_port_served)
     deliverer = _start_deliverer(settings)
     try:
         if started_ray and workers > 1:
@@ -130,8 +142,11 @@ def _serve_in_child(settings: Settings, host: str, port: int, workers: int) -> N
         "CARDCAT_SCAN_APP": settings.scan_app,
         "CARDCAT_RAY_ADDRESS": settings.ray_address,
         "CARDCAT_DELIVER_EVENTS": "false",
+        # This process answers the metrics port; the workers still leave /metrics off the API port.
+        "CARDCAT_METRICS_PORT": str(settings.metrics_port),
     }
     command = [*CARDCAT, "serve", "--host", host, "--port", str(port), "--workers", str(workers), "--no-scan"]
+    command.append("--metrics-port-served")
     child = subprocess.Popen(command, env=env)
 
     def forward(signum: int, _frame: Any) -> None:
@@ -143,6 +158,53 @@ def _serve_in_child(settings: Settings, host: str, port: int, workers: int) -> N
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _share_metrics(settings: Settings, host: str, serve_port: bool) -> None:
+    """One metrics directory for every process this command starts (`catalog_api.kit.metrics`), and
+    the metrics port when one is asked for. A child `cardcat serve` (the workers beside a scanner) finds
+    both already arranged by its parent and only inherits them."""
+    # Not imported from kit.metrics: importing it declares the metrics, which must come after this.
+    if not os.environ.get(MULTIPROC_ENV):
+        os.environ[MULTIPROC_ENV] = str(_fresh_metrics_dir(settings))
+    if settings.metrics_port and serve_port:
+        from catalog_api.kit.db import make_engine
+        from catalog_api.ops.scrape_metrics import serve_metrics_port
+
+        serve_metrics_port(make_engine(settings), settings, host, settings.metrics_port)
+        click.echo(f"metrics on http://{host}:{settings.metrics_port}/metrics")
+
+
+def _fresh_metrics_dir(settings: Settings) -> Path:
+    """`<data dir>/metrics/<this pid>`: a new, empty directory per server (a restart starts every counter
+    from zero, as Prometheus expects of a new process, and two servers on one data dir never sum each
+    other's counts); directories of servers no longer running are removed. A private temporary directory
+    where the data dir is read-only (deploy/k8s)."""
+    import shutil
+    import tempfile
+
+    parent = settings.data_dir / "metrics"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for old in parent.iterdir():
+            if old.is_dir() and not (old.name.isdigit() and _alive(int(old.name))):
+                shutil.rmtree(old, ignore_errors=True)
+        directory = parent / str(os.getpid())
+        shutil.rmtree(directory, ignore_errors=True)  # a pid reused from an earlier run
+        directory.mkdir()
+        return directory
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="cardcat-metrics-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 DEMO_FACES = ("base1", "base4", "swsh10tg")  # reprints sharing artwork, and TG numbers

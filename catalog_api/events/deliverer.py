@@ -37,6 +37,7 @@ import random
 import re
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from catalog_api.events.endpoints import URLRefused, endpoint_target, resolve
 from catalog_api.events.signing import signed_headers
+from catalog_api.kit.metrics import WEBHOOK_DELIVERIES, WEBHOOK_FAILURES, WEBHOOK_POST_LATENCY
 from catalog_api.kit.models import Delivery, Event, WebhookEndpoint
 from catalog_api.kit.netguard import IPAddress, Target
 from catalog_api.kit.settings import Settings
@@ -316,9 +318,16 @@ class Deliverer:
                 return False
             if not self.locking:
                 conn.rollback()  # SQLite: hold no read snapshot (and so no writer out) across the post
+            started = time.perf_counter()
             outcome = poster.post(job)
+            WEBHOOK_POST_LATENCY.observe(time.perf_counter() - started)
             result = _record(conn, job, outcome, self.settings)
             conn.commit()
+        # Counted once recorded: `/metrics` (through PROMETHEUS_MULTIPROC_DIR when `cardcat serve` runs
+        # this deliverer, or `cardcat events deliver --metrics-port`) agrees with the table.
+        WEBHOOK_DELIVERIES.labels(result).inc()
+        if not outcome.delivered:
+            WEBHOOK_FAILURES.labels("no_answer" if outcome.status is None else "http_status").inc()
         with self._lock:
             self.counts[result] += 1
         log.info(

@@ -38,6 +38,8 @@ class ScanDecision(TypedDict):
     matches: list[ScannedCard]
     unidentified: Unidentified | None
     details: NotRequired[dict[str, Any]]  # how fusion decided (thresholds' inputs): for tests and tuning
+    # Seconds per scanner stage (decode, locate, search, read, fuse, total): the ingress's metrics.
+    timings: NotRequired[dict[str, float]]
 
 
 class ScanError(TypedDict):

@@ -93,6 +93,12 @@ class Settings(BaseSettings):
     # (PostgreSQL only; on SQLite the deliverer is a single worker).
     webhooks_poll_s: float = 1.0
     webhooks_concurrency: int = 4
+    # Prometheus `/metrics` on its own port (served by `cardcat serve`'s own process, on its --host)
+    # instead of the API port; 0: on the API port. See docs/operations.md, "Metrics".
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Ray's metrics export port on this node when `cardcat serve` starts Ray (the scanner's
+    # `ray_cardcat_scanner_stage_seconds` and Ray's own metrics); 0: Ray picks one.
+    scan_metrics_port: int = Field(default=0, ge=0, le=65535)
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -17,12 +17,13 @@ from starlette.responses import Response
 from catalog_api.catalog import repository
 from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
-from catalog_api.kit.errors import ScanUnavailable
+from catalog_api.kit.errors import APIError, ScanUnavailable
 from catalog_api.kit.images import image_urls
 from catalog_api.kit.languages import localized, parse_lang
+from catalog_api.kit.metrics import SCAN_ERROR_CODES, SCAN_STAGE_LATENCY, SCAN_STAGES, SCANS
 from catalog_api.kit.params import Lang
 from catalog_api.kit.photo import probe_image
-from catalog_api.kit.scan_contract import ScannedCard, unidentified_answer
+from catalog_api.kit.scan_contract import ScanDecision, ScannedCard, unidentified_answer
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
 from catalog_api.kit.vocabulary import GAME
 from catalog_api.scan.intake import read_scan_upload
@@ -66,18 +67,39 @@ async def scan(request: Request, context: Context, lang: Lang = None) -> Respons
     """Identify a card from a photo: a multipart file field `image`, or JSON `{url}` (https, public).
     `lang` names the matched cards and their expansions in that language where the feed has it."""
     language = parse_lang(lang)
+    try:
+        body = await _scan(request, context, language)
+    except Exception as error:
+        SCANS.labels("error").inc()
+        SCAN_ERROR_CODES.labels(error.code if isinstance(error, APIError) else "internal").inc()
+        raise
+    matches = body["matches"]
+    outcome = "match" if len(matches) == 1 else "race" if matches else body["unidentified"]["reason"]
+    SCANS.labels(outcome).inc()
+    return data_response(request, body)
+
+
+async def _scan(request: Request, context: AppContext, language: str | None) -> dict[str, Any]:
     if context.scanner is None:
         raise ScanUnavailable("Scanning is not configured on this deployment.")
     data = await read_scan_upload(request, context.fetch_policy)
     await run_in_threadpool(probe_image, data)
     decision = await context.scanner.scan(data)
+    _observe_stages(decision)
     matches = await _hydrate(context, decision["matches"], language)
-    body = {
+    return {
         "analysis": {"game": GAME if matches else None},
         "matches": matches,
         "unidentified": None if matches else unidentified_answer(decision),
     }
-    return data_response(request, body)
+
+
+def _observe_stages(decision: ScanDecision) -> None:
+    """The scanner's own stage timings, into this service's `/metrics` (a scanner that sends none, such
+    as an older build, adds nothing; a stage outside the known list is ignored: labels stay bounded)."""
+    for stage, seconds in (decision.get("timings") or {}).items():
+        if stage in SCAN_STAGES and isinstance(seconds, int | float) and seconds >= 0:
+            SCAN_STAGE_LATENCY.labels(stage).observe(float(seconds))
 
 
 async def _hydrate(

@@ -203,6 +203,26 @@ def test_torch_decode_applies_exif_and_refuses_what_pillow_refuses(faces: list[n
 
 
 @needs_shared
+def test_the_detector_reports_each_photos_stage_timings(faces: list[np.ndarray]) -> None:
+    """The `decode` and `locate` seconds the scanner's metrics come from: every photo is decoded (or
+    refused) in its own time; only photos that decoded share their batch's `locate` time."""
+    from serve_app.app import Detector
+
+    replica = Detector.func_or_class(str(WEIGHTS), "cpu")
+    photos = [
+        jpeg(make_photo(faces[0], SEED + 30, "standard", scale=SCALES[0]).image),
+        b"\xff\xd8\xff\xe0 not really a jpeg",
+        jpeg(make_photo(faces[1], SEED + 31, "standard", scale=SCALES[1]).image),
+    ]
+    timings: list[dict[str, float]] = [{} for _ in photos]
+    replica.locate_photos(photos, timings)
+    assert set(timings[0]) == set(timings[2]) == {"decode", "locate"}
+    assert set(timings[1]) == {"decode"}
+    assert timings[0]["locate"] == timings[2]["locate"] > 0
+    assert all(0 < spent["decode"] < 30 for spent in timings)
+
+
+@needs_shared
 def test_a_detector_decoding_on_its_torch_device_finds_the_same_faces(faces: list[np.ndarray]) -> None:
     from serve_app.app import Detector
 

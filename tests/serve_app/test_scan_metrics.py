@@ -1,0 +1,139 @@
+"""Scan metrics through the real scanner: `cardcat serve --workers 2 --scan` (the workers in a child
+process that inherits the metrics directory), photos of real rendered cards (one blurred past reading:
+a race between reprints), a blank photo and junk.
+
+- `cardcat_scans_total{outcome}` moves by exactly the outcomes the responses show; errors by code.
+- `cardcat_scan_stage_seconds{stage}` (the timings the scanner sends back with each decision) counts one
+  observation per decision for decode, locate, fuse and total, and one search and read per located card.
+- The scanner's own `ray_cardcat_scanner_stage_seconds`, scraped from Ray's metrics export port
+  (CARDCAT_SCAN_METRICS_PORT), reaches the same counts once Ray has reported them (every ~10 s).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.catalog_api.helpers import eventually, ok
+from tests.harness import (
+    SHARED_CATALOG,
+    Service,
+    create_database,
+    free_port,
+    require_shared,
+    write_subset_feed,
+)
+from tests.metrics_text import Scrape
+from tests.serve_app.test_scan_http import EXPANSIONS, HELD_OUT_SEED, face, jpeg, photo_of, scan
+
+STAGES = ("decode", "locate", "search", "read", "fuse", "total")
+
+
+@pytest.fixture(scope="module")
+def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, int]]:
+    """Like tests.harness.launch_scanner, but two uvicorn workers and a known Ray metrics port."""
+    require_shared()
+    from training.renders import DEFAULT_CACHE, render_catalog
+
+    tmp = tmp_path_factory.mktemp("scan-metrics")
+    faces = DEFAULT_CACHE / "catalog"
+    render_catalog(SHARED_CATALOG, faces, EXPANSIONS, progress=False)
+    feed = write_subset_feed(tmp / "feed", EXPANSIONS)
+    ray_port = free_port()
+    env = {"CARDCAT_SCAN_METRICS_PORT": str(ray_port)}
+    service = Service(create_database("postgresql", tmp), tmp / "data", env)
+    try:
+        service.cli("db", "upgrade")
+        service.cli("catalog", "sync", "--from", str(feed), "--images", str(faces), "--quiet")
+        service.cli("index", "build", "--quiet")
+        service.start("--workers", "2", "--scan", timeout=300)
+        yield service, ray_port
+    finally:
+        service.stop()
+
+
+def blurred_photo_of(card_id: str, width: int = 60) -> bytes:
+    """A photo of the card's face blurred past reading (shrunk to `width` px and back): the artwork
+    still matches, the print does not decide, so reprints sharing the artwork are a close race."""
+    sharp = Image.fromarray(face(card_id))
+    small = sharp.resize((width, round(width * sharp.height / sharp.width)), Image.Resampling.BILINEAR)
+    blurred = np.asarray(small.resize(sharp.size, Image.Resampling.BILINEAR))
+    from training.synth import make_photo
+
+    return jpeg(make_photo(blurred, seed=HELD_OUT_SEED + 5, difficulty="standard").image)
+
+
+def outcome(response: httpx.Response) -> str:
+    if response.status_code != 200:
+        return "error"
+    data = ok(response)
+    if data["matches"]:
+        return "match" if len(data["matches"]) == 1 else "race"
+    return str(data["unidentified"]["reason"])
+
+
+def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
+    service, ray_port = scanner
+    metrics = f"{service.base_url}/metrics"
+    before = Scrape.get(metrics)
+    photos = [photo_of(card_id) for card_id in ("swsh10tg-TG01", "swsh10tg-TG03", "base1-4", "base4-4")]
+    photos.append(blurred_photo_of("base1-4"))  # base1-4 and base4-4 share the artwork: a race
+    photos.append(jpeg(np.full((960, 720, 3), 235, np.uint8)))  # a blank photo: unidentified
+    with service.client() as client:
+        client.timeout = httpx.Timeout(120)
+        responses = [scan(client, photo) for photo in photos]
+        responses.append(scan(client, b"not an image at all", "junk.jpg"))  # refused at the ingress
+    tally = Counter(outcome(response) for response in responses)
+    assert tally["match"] >= 2 and tally["race"] >= 1, tally
+    assert tally["print_unreadable"] + tally["no_confident_match"] >= 1, tally
+    assert tally["error"] == 1, tally
+    decisions = sum(1 for response in responses if response.status_code == 200)
+    located = sum(1 for response in responses if response.status_code == 200 and ok(response)["matches"])
+
+    for _ in range(3):  # any worker's answer sums both workers
+        after = Scrape.get(metrics)
+        for name in ("match", "race", "print_unreadable", "no_confident_match", "error"):
+            scans = "cardcat_scans_total"
+            moved = after.sum(scans, outcome=name) - before.sum(scans, outcome=name)
+            assert moved == tally[name], (name, moved, tally)
+        errors = "cardcat_scan_errors_total"
+        assert after.sum(errors, code="unsupported_image") - before.sum(errors, code="unsupported_image") == 1
+
+        def observed(stage: str, scrape: Scrape = after) -> float:
+            count = "cardcat_scan_stage_seconds_count"
+            return scrape.sum(count, stage=stage) - before.sum(count, stage=stage)
+
+        for stage in ("decode", "locate", "fuse", "total"):
+            assert observed(stage) == decisions, (stage, observed(stage), decisions)
+        assert observed("search") == observed("read") >= located
+        stage_sum = "cardcat_scan_stage_seconds_sum"
+        assert after.sum(stage_sum, stage="total") > before.sum(stage_sum, stage="total")
+        assert set(after.labels("cardcat_scan_stage_seconds_count", "stage")) <= set(STAGES)
+
+    # Ray's own export of the same stages, observed in the ScanService replica.
+    def ray_counts() -> dict[str, float]:
+        text = httpx.get(f"http://127.0.0.1:{ray_port}/metrics", timeout=10).text
+        scrape = Scrape.parse(text)
+        count = "ray_cardcat_scanner_stage_seconds_count"
+        counts = {stage: scrape.sum(count, stage=stage) for stage in STAGES}
+        assert counts["total"] >= decisions, counts
+        return counts
+
+    counts = eventually(ray_counts, timeout=60, interval=2)
+    print(f"outcomes {dict(tally)}; Ray stage counts {counts}")  # shown with -s: which outcomes occurred
+    assert counts["decode"] == counts["locate"] == counts["fuse"] == counts["total"] == decisions, counts
+    assert counts["search"] == counts["read"] == observed("search"), counts
+
+
+def test_scan_metrics_are_outside_the_api(scanner: tuple[Service, int]):
+    """No key, no RateLimit headers: /metrics is not a /v1 route."""
+    service, _ = scanner
+    response = httpx.get(f"{service.base_url}/metrics", timeout=30)
+    assert response.status_code == 200 and "ratelimit" not in response.headers
+    assert Path(service.data_dir / "metrics").is_dir()
