@@ -185,6 +185,8 @@ def test_a_typo_search_leads_to_a_card_page_with_its_prices(tab: ConsolePage, ca
             all_images_loaded(page, "#card .card-top")
             faces = page.locator("#card .card-top img").evaluate_all("is => is.map(i => i.src)")
             assert faces == [detail["image"]["low"], detail["image"]["high"]]
+        text = page.locator("#card").inner_text()
+        assert "null" not in text.split() and "undefined" not in text and "NaN" not in text
         tab.screenshot("console-card.png")
 
 
@@ -220,6 +222,33 @@ def test_more_walks_the_cursor_pages_of_an_expansion(tab: ConsolePage, catalog: 
     assert page.url.endswith(f"#/search?expansion_id={expansion}")
 
 
+def test_a_slow_first_page_never_overwrites_the_search_typed_after_it(tab: ConsolePage, catalog: Service):
+    """The browse page the key opens is held back until the search typed after it has answered: when it
+    finally arrives it is dropped, and the grid keeps the search."""
+    from playwright.sync_api import expect
+
+    with catalog.client(catalog.key) as client:
+        query, name = typo_query(client)
+        expected = [
+            row["id"] for row in ok(client.get("/v1/cards", params={"q": query, "limit": 30}))["items"]
+        ]
+    held: list[Any] = []
+    page = tab.page
+    page.route(lambda url: url.endswith("/v1/cards?limit=30"), lambda route: held.append(route))
+    page = tab.open("", key=catalog.key)
+    page.wait_for_function("() => document.querySelectorAll('#expansion option').length > 1")
+    page.fill("#q", query)
+    page.click("#search-form button[type=submit]")
+    tiles = page.locator("#results .tile")
+    expect(tiles.first).to_contain_text(name, timeout=TIMEOUT_MS)
+    assert len(held) == 1
+    with page.expect_response(lambda r: r.url.endswith("/v1/cards?limit=30")):
+        held[0].continue_()
+    page.wait_for_timeout(300)  # the answer's handler has run; nothing may have changed
+    assert tiles.evaluate_all("ts => ts.map(t => t.dataset.cardId)") == expected
+    assert page.input_value("#q") == query
+
+
 def test_only_the_parameters_the_user_set_are_sent(tab: ConsolePage, catalog: Service):
     """A filter the user leaves empty is not sent; one they set goes out under issue 14's name."""
     page = tab.open("", key=catalog.key)
@@ -230,6 +259,54 @@ def test_only_the_parameters_the_user_set_are_sent(tab: ConsolePage, catalog: Se
     with page.expect_request(lambda r: "/v1/cards?" in r.url) as sent:
         page.click("#search-form button[type=submit]")
     assert sent.value.url.split("?", 1)[1] == "rarity=Rare+Holo&price_min=250&limit=30"
+
+
+def test_the_price_chart_draws_the_history_contract(tab: ConsolePage):
+    """The chart the card page draws from `GET /v1/cards/{id}/prices` (issue 14's `data` shape), in the
+    browser: the market line breaks where a day has no market, the band spans low to high, a rising
+    price rises on screen, and the caption names the span and the last prices."""
+    page = tab.open("")
+    days = [(100, 80, 150), (110, 90, 160), (None, 90, 160), (120, 95, 170), (130, 100, 160)]
+    history = {
+        "card_id": "x-1",
+        "variant_id": 7,
+        "condition": "NM",
+        "currency": "USD",
+        "points": [
+            {
+                "date": f"2026-01-0{n + 1}",
+                "market": market,
+                "low": low,
+                "high": high,
+                "listing_count": 3,
+                "observed_on": f"2026-01-0{n + 1}",
+            }
+            for n, (market, low, high) in enumerate(days)
+        ],
+    }
+    drawn = page.evaluate(
+        """(history) => {
+            const figure = priceChart(history, history.points);
+            document.querySelector("main").append(figure);
+            const coords = (node) =>
+                node.getAttribute("points").split(" ").map((p) => p.split(",").map(Number));
+            return {
+                lines: [...figure.querySelectorAll("polyline")].map(coords),
+                bands: [...figure.querySelectorAll("polygon")].map(coords),
+                caption: figure.querySelector(".chart-caption").textContent,
+                labels: [...figure.querySelectorAll("text")].map((t) => t.textContent),
+            };
+        }""",
+        history,
+    )
+    assert [len(line) for line in drawn["lines"]] == [2, 2]  # day 3 has no market: two runs
+    assert [len(band) for band in drawn["bands"]] == [10]  # low and high on all five days
+    (first, second), (fourth, fifth) = drawn["lines"]
+    assert first[0] < second[0] < fourth[0] < fifth[0]  # days in order, the gap keeps its place
+    assert fourth[0] - second[0] == 2 * (second[0] - first[0])
+    assert first[1] > second[1] > fourth[1] > fifth[1]  # rising prices rise (SVG y grows downwards)
+    assert drawn["caption"] == "NM market, 2026-01-01 to 2026-01-05: now $1.30 (range $1.00–$1.60)"
+    assert {"$1.70", "$0.80", "2026-01-01", "2026-01-05"} <= set(drawn["labels"])
 
 
 def test_a_bad_key_is_told_in_words(tab: ConsolePage):

@@ -162,7 +162,16 @@ function setUpKeyForm() {
 
 // ---- routing: #/search?…, #/card/<id>, #/scan --------------------------------------------------------
 
+// Each navigation gets a number; an answer that arrives after the user has moved on is dropped, so a
+// slow first page can never overwrite the search typed after it.
+let navigation = 0;
+
+function stale(seen) {
+  return seen !== navigation;
+}
+
 function route() {
+  navigation += 1;
   const hash = location.hash || "#/search";
   const [path, query = ""] = hash.slice(1).split("?");
   const views = { search: "view-search", card: "view-card", scan: "view-scan" };
@@ -185,7 +194,7 @@ function route() {
 
 // ---- search ---------------------------------------------------------------------------------------
 
-const search = { params: null, cursor: null, shown: 0, expansionsLoaded: false };
+const search = { params: null, cursor: null, shown: 0, expansions: null };
 
 /** The query the form describes: only the fields the user set (so an older server sees nothing new). */
 function formQuery() {
@@ -216,8 +225,19 @@ function syncSortState() {
   sort.disabled = searching;
 }
 
-async function loadExpansions() {
-  if (search.expansionsLoaded || !currentKey()) return;
+/** The expansion list, fetched once (every caller awaits the same fetch; a failure lets a later try). */
+function loadExpansions() {
+  if (!currentKey()) return Promise.resolve();
+  if (!search.expansions) {
+    search.expansions = fetchExpansions().catch((error) => {
+      search.expansions = null;
+      throw error;
+    });
+  }
+  return search.expansions;
+}
+
+async function fetchExpansions() {
   const select = document.getElementById("expansion");
   const chosen = select.value;
   const expansions = [];
@@ -234,19 +254,20 @@ async function loadExpansions() {
     select.append(el("option", { value: expansion.id, text: `${expansion.name} (${expansion.id})` }));
   }
   select.value = chosen;
-  search.expansionsLoaded = true;
 }
 
 async function showSearch(query) {
+  const seen = navigation;
   document.title = "Search · cardcat console";
   fillForm(query);
   try {
     await loadExpansions();
-    fillForm(query);
   } catch (error) {
-    reportFailure(error);
+    if (!stale(seen)) reportFailure(error);
     return;
   }
+  if (stale(seen)) return;
+  fillForm(query);
   search.params = query;
   search.cursor = null;
   search.shown = 0;
@@ -261,6 +282,7 @@ async function showSearch(query) {
 }
 
 async function loadResults() {
+  const seen = navigation;
   const query = new URLSearchParams(search.params);
   query.set("limit", String(PAGE_SIZE));
   if (search.cursor) query.set("cursor", search.cursor);
@@ -270,10 +292,12 @@ async function loadResults() {
   try {
     page = await api(`/v1/cards?${query}`);
   } catch (error) {
+    if (stale(seen)) return;
     reportFailure(error);
     more.disabled = false;
     return;
   }
+  if (stale(seen)) return;
   const grid = document.getElementById("results");
   for (const card of page.items) grid.append(resultTile(card));
   search.shown += page.items.length;
@@ -318,16 +342,19 @@ function printingName(variant) {
 }
 
 async function showCard(cardId) {
+  const seen = navigation;
   const root = document.getElementById("card");
   root.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
   let card;
   try {
     card = await api(`/v1/cards/${encodeURIComponent(cardId)}`);
   } catch (error) {
+    if (stale(seen)) return;
     root.replaceChildren();
     reportFailure(error);
     return;
   }
+  if (stale(seen)) return;
   document.title = `${card.name} · cardcat console`;
   const expansionName = el("span", { text: card.expansion_id });
   const facts = el(
@@ -373,7 +400,9 @@ async function showCard(cardId) {
     .then((expansion) => {
       expansionName.textContent = `${expansion.name} (${expansion.id})`;
     })
-    .catch(reportFailure);
+    .catch((error) => {
+      if (!stale(seen)) reportFailure(error);
+    });
   loadChanges(card, changes);
   for (const variant of card.variants) loadHistory(card, variant);
 }
@@ -490,8 +519,9 @@ async function loadHistory(card, variant) {
     box.replaceChildren(el("p", { class: error.status === 404 ? "muted" : "error-text", text }));
     return;
   }
-  const points = (history.points || []).filter((point) => point.market !== null || point.low !== null);
-  if (points.length === 0) {
+  // Every day keeps its place on the time axis; days without a value break the line (see runs()).
+  const points = history.points || [];
+  if (!points.some((point) => point.market !== null || point.low !== null)) {
     box.replaceChildren(el("p", { class: "muted", text: "No price history." }));
     return;
   }
