@@ -249,6 +249,32 @@ def test_a_slow_first_page_never_overwrites_the_search_typed_after_it(tab: Conso
     assert page.input_value("#q") == query
 
 
+def test_what_the_user_types_while_the_page_loads_is_kept(tab: ConsolePage, catalog: Service):
+    """The expansion list is held back while the user types a search; when it arrives the box keeps the
+    text, and the search runs on it."""
+    from playwright.sync_api import expect
+
+    with catalog.client(catalog.key) as client:
+        query, name = typo_query(client)
+        expansion = ok(client.get("/v1/cards", params={"q": query, "limit": 1}))["items"][0]["expansion_id"]
+    held: list[Any] = []
+    tab.page.route(lambda url: "/v1/expansions?" in url, lambda route: held.append(route))
+    page = tab.open(f"#/search?expansion_id={expansion}", key=catalog.key)
+    for _ in range(200):  # the key's first navigation asks for the list; wait until it is held
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 1
+    page.fill("#q", query)
+    with page.expect_response(lambda r: "/v1/expansions?" in r.url):
+        held[0].continue_()
+    page.wait_for_function("() => document.querySelectorAll('#expansion option').length > 1")
+    assert page.input_value("#q") == query
+    assert page.input_value("#expansion") == expansion  # the address's choice, once its option exists
+    page.click("#search-form button[type=submit]")
+    expect(page.locator("#results .tile").first).to_contain_text(name, timeout=TIMEOUT_MS)
+
+
 def test_only_the_parameters_the_user_set_are_sent(tab: ConsolePage, catalog: Service):
     """A filter the user leaves empty is not sent; one they set goes out under issue 14's name."""
     page = tab.open("", key=catalog.key)

@@ -253,13 +253,15 @@ async function fetchExpansions() {
   for (const expansion of expansions) {
     select.append(el("option", { value: expansion.id, text: `${expansion.name} (${expansion.id})` }));
   }
-  select.value = chosen;
+  // What the user picked while the list loaded, else what the address asks for.
+  select.value = chosen || (search.params && search.params.get("expansion_id")) || "";
 }
 
 async function showSearch(query) {
   const seen = navigation;
   document.title = "Search · cardcat console";
-  fillForm(query);
+  fillForm(query); // once, before waiting: what the user types meanwhile is theirs
+  search.params = query;
   try {
     await loadExpansions();
   } catch (error) {
@@ -267,8 +269,6 @@ async function showSearch(query) {
     return;
   }
   if (stale(seen)) return;
-  fillForm(query);
-  search.params = query;
   search.cursor = null;
   search.shown = 0;
   document.getElementById("results").replaceChildren();
