@@ -17,6 +17,7 @@ from catalog_api.access.keys import KeyVerifier
 from catalog_api.access.ratelimit import make_rate_limiter
 from catalog_api.catalog import card_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
+from catalog_api.console import console_routes
 from catalog_api.deps import AppContext
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.db import make_async_engine
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         health_routes,
         image_routes,
         file_routes,
+        console_routes,
     )
     for router in (module.router for module in routers):
         app.include_router(router)

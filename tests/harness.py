@@ -155,9 +155,10 @@ class Service:
         finally:
             engine.dispose()
 
-    def start(self, *args: str, timeout: float = 60, **extra_env: str) -> str:
-        """Start one more server process on this deployment; returns its base URL."""
-        port = free_port()
+    def start(self, *args: str, timeout: float = 60, port: int | None = None, **extra_env: str) -> str:
+        """Start one more server process on this deployment (on `port`, else a free one); returns its
+        base URL. A fixed port lets `CARDCAT_PUBLIC_URL` name this server, so image URLs reach it."""
+        port = port or free_port()
         env = {**self.env, **extra_env}
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.data_dir.parent / f"server-{port}.log", "wb")  # noqa: SIM115 (lives with the server)
@@ -243,7 +244,11 @@ def launch(backend: str, tmp: Path, feed: Path | None, **extra_env: str) -> Serv
 
 
 def launch_scanner(
-    tmp: Path, expansions: tuple[str, ...], backend: str = "postgresql", **extra_env: str
+    tmp: Path,
+    expansions: tuple[str, ...],
+    backend: str = "postgresql",
+    port: int | None = None,
+    **extra_env: str,
 ) -> Service:
     """A deployment with the scanner: faces rendered (cached), synced with --images, indexed, and
     `cardcat serve --scan` (Ray Serve behind the ingress) started."""
@@ -259,7 +264,7 @@ def launch_scanner(
     service.cli("index", "build", "--quiet")
     service.key = service.new_key()
     try:
-        service.start("--scan", timeout=300)
+        service.start("--scan", timeout=300, port=port)
     except BaseException:
         service.stop()
         raise
