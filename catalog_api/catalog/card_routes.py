@@ -122,8 +122,6 @@ async def get_card(request: Request, context: Context, card_id: str) -> Response
             row = await repository.card_detail_row(conn, card_id)
             if row is None:
                 raise NotFound(f"No card has id {card_id!r}.")
-            variants = await repository.variants_for(conn, [card_id])
-        metadata = repository.metadata_json(row.card_metadata)
-        return records.card_detail(row, variants[card_id], context.settings.public_url, metadata)
+            return (await repository.full_cards(conn, [row], context.settings.public_url))[0]
 
     return await cached_read(request, context, produce)

@@ -1,0 +1,231 @@
+"""Price history: one point per calendar day for one printing (or sealed product variant) and condition.
+
+The log (`card_prices`, `product_prices`) holds only the days a quote changed, exactly as the feed sent
+them. A day's point carries the last row observed on or before that day (nulls included: a market that
+went null is shown null), and `observed_on` says which day that row is from. Points start at `from` or
+at the first observation, whichever is later, and run to `to`.
+
+Reading a card's history without a second index on the 4-million-row log: `card_prices` is keyed by
+day first (so a day's bulk load appends at the right edge of its B-tree, see `kit/models.py`), and an
+index keyed by printing first would put every loaded row somewhere in the middle of a second 200 MB
+tree. Instead the read asks the log for its distinct days (a loose index scan: one index descent per
+day) and then probes the primary key once per day for (day, printing, condition). A few hundred
+descents cost well under a millisecond or two on either backend; the days list grows by one a day.
+
+Defaults (docs/prices.md repeats them): condition `NM`; the window is the 90 days ending at the newest
+observation the service holds (the marketplace feed's newest `observed_on`); a card's printing is its
+headline printing (the first printing, in feed order, with a current `NM` market, as for movers), else
+its first printing; a product's variant is, likewise, its first variant (by name) with a current `NM`
+market, else its first variant with any price.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import bindparam, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from catalog_api.kit.errors import BadRequest, NotFound
+from catalog_api.kit.models import Card, CardPriceCurrent, CardVariant, FeedState, Product
+from catalog_api.kit.pagination import sendable
+
+DEFAULT_CONDITION = "NM"
+DEFAULT_DAYS = 90
+MAX_SPAN_DAYS = 366
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_INT = re.compile(r"[0-9]{1,15}")
+
+Quote = tuple[str, int | None, int | None, int | None, int | None]  # observed_on, market, low, high, count
+
+
+@dataclass(frozen=True)
+class Window:
+    start: date
+    end: date
+
+
+def parse_day(raw: str | None, name: str) -> date | None:
+    """A `YYYY-MM-DD` date (exactly that form: `fromisoformat` alone would take `20260801` too)."""
+    if raw is None:
+        return None
+    if not _DATE.fullmatch(raw):
+        raise BadRequest(f"`{name}` must be a date YYYY-MM-DD, got {raw!r}.")
+    try:
+        return date.fromisoformat(raw)
+    except ValueError as exc:
+        raise BadRequest(f"`{name}` is not a calendar date: {raw!r}.") from exc
+
+
+def check_days(raw_from: str | None, raw_to: str | None) -> None:
+    """Refuse malformed dates before any database work (the window itself needs the newest day)."""
+    parse_day(raw_from, "from")
+    parse_day(raw_to, "to")
+
+
+def parse_condition(raw: str | None) -> str:
+    """Any condition code the feed could carry (NM, LP, MP, HP, DMG are the ones seen); letters only."""
+    if raw is None:
+        return DEFAULT_CONDITION
+    if not (1 <= len(raw) <= 8 and raw.isascii() and raw.isalpha()):
+        raise BadRequest(f"`condition` must be a condition code such as NM or LP, got {raw!r}.")
+    return raw.upper()
+
+
+def parse_variant_id(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    if not _INT.fullmatch(raw):
+        raise BadRequest(f"`variant_id` must be a printing's integer id, got {raw!r}.")
+    return int(raw)
+
+
+def window(raw_from: str | None, raw_to: str | None, newest: str | None) -> Window:
+    """The asked window, after defaults: `to` is the newest observation (today when nothing is held
+    yet), `from` the 89 days before `to`. Refuses `from` after `to` and spans over 366 days."""
+    start, end = parse_day(raw_from, "from"), parse_day(raw_to, "to")
+    if end is None:
+        end = date.fromisoformat(newest) if newest else datetime.now(UTC).date()
+    if start is None:
+        start = end - timedelta(days=DEFAULT_DAYS - 1)
+    if start > end:
+        raise BadRequest(f"`from` ({start}) is after `to` ({end}).")
+    if (end - start).days > MAX_SPAN_DAYS:
+        raise BadRequest(f"The window spans {(end - start).days} days; at most {MAX_SPAN_DAYS} are allowed.")
+    return Window(start, end)
+
+
+def points(rows: Sequence[Quote], span: Window) -> list[dict[str, Any]]:
+    """One point a day from max(start, first observation) to end; `rows` ascending by day, all on or
+    before `span.end`."""
+    if not rows:
+        return []
+    first = date.fromisoformat(rows[0][0])
+    day = max(span.start, first)
+    out: list[dict[str, Any]] = []
+    at = -1
+    while day <= span.end:
+        key = day.isoformat()
+        while at + 1 < len(rows) and rows[at + 1][0] <= key:
+            at += 1
+        observed_on, market, low, high, listing_count = rows[at]
+        out.append(
+            {
+                "date": key,
+                "market": market,
+                "low": low,
+                "high": high,
+                "listing_count": listing_count,
+                "observed_on": observed_on,
+            }
+        )
+        day += timedelta(days=1)
+    return out
+
+
+async def newest_observation(conn: AsyncConnection) -> str | None:
+    """The newest day the marketplace feed has delivered (kept by every price sync in `feed_state`)."""
+    stmt = select(FeedState.observed_on).where(FeedState.feed == "marketplace")
+    return (await conn.execute(stmt)).scalar()
+
+
+# The log's distinct days up to a bound, as a loose index scan over the primary key (day first):
+# one descent per day instead of reading every row.
+_CARD_DAYS = text(
+    "WITH RECURSIVE days(day) AS ("
+    " SELECT min(observed_on) FROM card_prices WHERE observed_on <= :until"
+    " UNION ALL"
+    " SELECT (SELECT min(observed_on) FROM card_prices"
+    "  WHERE observed_on > days.day AND observed_on <= :until)"
+    " FROM days WHERE days.day IS NOT NULL"
+    ") SELECT day FROM days WHERE day IS NOT NULL"
+)
+_CARD_PROBE = text(
+    "SELECT observed_on, market, low, high, listing_count FROM card_prices "
+    "WHERE variant_id = :variant_id AND condition = :condition AND observed_on IN :days "
+    "ORDER BY observed_on"
+).bindparams(bindparam("days", expanding=True))
+_PRODUCT_ROWS = text(
+    "SELECT observed_on, market, low, high, listing_count FROM product_prices "
+    "WHERE product_id = :product_id AND variant = :variant AND condition = :condition "
+    "AND observed_on <= :until ORDER BY observed_on"
+)
+
+
+async def card_printing(conn: AsyncConnection, card_id: str, variant_id: int | None) -> int | None:
+    """The printing asked for (404 when the card does not exist or the printing is not the card's), or
+    the card's headline printing, else its first; None for a card with no printings."""
+    if (
+        not sendable(card_id)
+        or (await conn.execute(select(Card.id).where(Card.id == card_id))).first() is None
+    ):
+        raise NotFound(f"No card has id {card_id!r}.")
+    if variant_id is not None:
+        owned = select(CardVariant.id).where(CardVariant.id == variant_id, CardVariant.card_id == card_id)
+        if (await conn.execute(owned)).first() is None:
+            raise NotFound(f"Card {card_id!r} has no printing with id {variant_id}.")
+        return variant_id
+    stmt = (
+        select(CardVariant.id, CardPriceCurrent.market)
+        .outerjoin(
+            CardPriceCurrent,
+            (CardPriceCurrent.variant_id == CardVariant.id) & (CardPriceCurrent.condition == "NM"),
+        )
+        .where(CardVariant.card_id == card_id)
+        .order_by(CardVariant.position, CardVariant.id)
+    )
+    printings = (await conn.execute(stmt)).all()
+    headline = next((row[0] for row in printings if row[1] is not None), None)
+    return headline if headline is not None else (printings[0][0] if printings else None)
+
+
+async def card_history(conn: AsyncConnection, variant_id: int, condition: str, until: date) -> list[Quote]:
+    """Every log row of one printing and condition observed on or before `until`, oldest first."""
+    days = [row[0] for row in (await conn.execute(_CARD_DAYS, {"until": until.isoformat()})).all()]
+    if not days:
+        return []
+    params = {"variant_id": variant_id, "condition": condition, "days": days}
+    return [tuple(row) for row in (await conn.execute(_CARD_PROBE, params)).all()]
+
+
+async def product_variant(conn: AsyncConnection, product_id: str, variant: str | None) -> str | None:
+    """The variant asked for (404 when the product does not exist or never had a price in that
+    variant: a sealed product's variants are known only from its prices), or the product's default
+    variant (see the module docstring); None for a product never priced."""
+    number = int(product_id) if _INT.fullmatch(product_id) else None
+    if number is None or (await conn.execute(select(Product.id).where(Product.id == number))).first() is None:
+        raise NotFound(f"No product has id {product_id!r}.")
+    held = (
+        await conn.execute(
+            text(
+                "SELECT variant, max(CASE WHEN condition = 'NM' AND market IS NOT NULL THEN 1 ELSE 0 END) "
+                "FROM product_prices_current WHERE product_id = :product_id GROUP BY variant ORDER BY variant"
+            ),
+            {"product_id": number},
+        )
+    ).all()
+    # `*_current` keeps a row for every (product, variant, condition) the log ever held.
+    if variant is not None:
+        if not sendable(variant) or variant not in {row[0] for row in held}:
+            raise NotFound(f"Product {product_id!r} has no variant {variant!r}.")
+        return variant
+    priced = next((row[0] for row in held if row[1]), None)
+    return priced if priced is not None else (held[0][0] if held else None)
+
+
+async def product_history(
+    conn: AsyncConnection, product_id: int, variant: str, condition: str, until: date
+) -> list[Quote]:
+    """Every log row of one product variant and condition observed on or before `until`, oldest first
+    (`product_prices` is keyed product first, so this is one index range)."""
+    params = {
+        "product_id": product_id,
+        "variant": variant,
+        "condition": condition,
+        "until": until.isoformat(),
+    }
+    return [tuple(row) for row in (await conn.execute(_PRODUCT_ROWS, params)).all()]
