@@ -12,7 +12,7 @@ from catalog_api.catalog import bulk_files
 from catalog_api.deps import Context
 from catalog_api.kit.envelope import data_response, page
 from catalog_api.kit.errors import Internal, NotFound, Unauthorized
-from catalog_api.kit.schemas import ERRORS, Envelope, Page, Strict, file_responses
+from catalog_api.kit.schemas import BY_ID, Envelope, Page, Strict, file_responses
 
 router = APIRouter(tags=["bulk"])
 
@@ -31,7 +31,7 @@ class BulkFile(Strict):
 RETRY_AFTER_S = 30
 
 
-@router.get("/v1/bulk", response_model=Envelope[Page[BulkFile]], responses=ERRORS)
+@router.get("/v1/bulk", response_model=Envelope[Page[BulkFile]], responses=BY_ID)
 async def list_bulk_files(request: Request, context: Context) -> Response:
     """The whole catalog as one `.ndjson.gz` file per kind (`cards`, `products`, `expansions`, `series`):
     each line is the record the kind's detail read serves (cards: the full card object with its

@@ -37,8 +37,9 @@ from catalog_api.kit.pagination import sendable
 DEFAULT_CONDITION = "NM"
 DEFAULT_DAYS = 90
 MAX_SPAN_DAYS = 366
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # ASCII digits: \d takes any script's
 _INT = re.compile(r"[0-9]{1,15}")
+MAX_ID = 2**31 - 1  # the id columns are 32-bit: a larger number names nothing
 
 Quote = tuple[str, int | None, int | None, int | None, int | None]  # observed_on, market, low, high, count
 
@@ -91,7 +92,7 @@ def window(raw_from: str | None, raw_to: str | None, newest: str | None) -> Wind
     if end is None:
         end = date.fromisoformat(newest) if newest else datetime.now(UTC).date()
     if start is None:
-        start = end - timedelta(days=DEFAULT_DAYS - 1)
+        start = max(date.min, end - timedelta(days=min(DEFAULT_DAYS - 1, (end - date.min).days)))
     if start > end:
         raise BadRequest(f"`from` ({start}) is after `to` ({end}).")
     if (end - start).days > MAX_SPAN_DAYS:
@@ -108,8 +109,8 @@ def points(rows: Sequence[Quote], span: Window) -> list[dict[str, Any]]:
     day = max(span.start, first)
     out: list[dict[str, Any]] = []
     at = -1
-    while day <= span.end:
-        key = day.isoformat()
+    for offset in range((span.end - day).days + 1):
+        key = (day + timedelta(days=offset)).isoformat()
         while at + 1 < len(rows) and rows[at + 1][0] <= key:
             at += 1
         observed_on, market, low, high, listing_count = rows[at]
@@ -123,7 +124,6 @@ def points(rows: Sequence[Quote], span: Window) -> list[dict[str, Any]]:
                 "observed_on": observed_on,
             }
         )
-        day += timedelta(days=1)
     return out
 
 
@@ -165,6 +165,8 @@ async def card_printing(conn: AsyncConnection, card_id: str, variant_id: int | N
     ):
         raise NotFound(f"No card has id {card_id!r}.")
     if variant_id is not None:
+        if variant_id > MAX_ID:
+            raise NotFound(f"Card {card_id!r} has no printing with id {variant_id}.")
         owned = select(CardVariant.id).where(CardVariant.id == variant_id, CardVariant.card_id == card_id)
         if (await conn.execute(owned)).first() is None:
             raise NotFound(f"Card {card_id!r} has no printing with id {variant_id}.")
@@ -197,7 +199,11 @@ async def product_variant(conn: AsyncConnection, product_id: str, variant: str |
     variant: a sealed product's variants are known only from its prices), or the product's default
     variant (see the module docstring); None for a product never priced."""
     number = int(product_id) if _INT.fullmatch(product_id) else None
-    if number is None or (await conn.execute(select(Product.id).where(Product.id == number))).first() is None:
+    if (
+        number is None
+        or number > MAX_ID
+        or (await conn.execute(select(Product.id).where(Product.id == number))).first() is None
+    ):
         raise NotFound(f"No product has id {product_id!r}.")
     held = (
         await conn.execute(
