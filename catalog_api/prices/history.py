@@ -8,9 +8,10 @@ at the first observation, whichever is later, and run to `to`.
 Reading a card's history without a second index on the 4-million-row log: `card_prices` is keyed by
 day first (so a day's bulk load appends at the right edge of its B-tree, see `kit/models.py`), and an
 index keyed by printing first would put every loaded row somewhere in the middle of a second 200 MB
-tree. Instead the read asks the log for its distinct days (a loose index scan: one index descent per
-day) and then probes the primary key once per day for (day, printing, condition). A few hundred
-descents cost well under a millisecond or two on either backend; the days list grows by one a day.
+tree, slowing the load it was shaped for. Instead each worker keeps the log's distinct days (read with
+a loose index scan, once per data version), and a read probes the primary key once for each day of its
+window, plus a backward probe of the earlier days that stops at the first row it finds (the row the
+window's first day carries). A window of 90 days is ~90 index descents: about a millisecond.
 
 Defaults (docs/prices.md repeats them): condition `NM`; the window is the 90 days ending at the newest
 observation the service holds (the marketplace feed's newest `observed_on`); a card's printing is its
@@ -31,7 +32,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog_api.kit.errors import BadRequest, NotFound
-from catalog_api.kit.models import Card, CardPriceCurrent, CardVariant, FeedState, Product
+from catalog_api.kit.models import FeedState
 from catalog_api.kit.pagination import sendable
 
 DEFAULT_CONDITION = "NM"
@@ -127,28 +128,75 @@ def points(rows: Sequence[Quote], span: Window) -> list[dict[str, Any]]:
     return out
 
 
-async def newest_observation(conn: AsyncConnection) -> str | None:
-    """The newest day the marketplace feed has delivered (kept by every price sync in `feed_state`)."""
-    stmt = select(FeedState.observed_on).where(FeedState.feed == "marketplace")
-    return (await conn.execute(stmt)).scalar()
+@dataclass(frozen=True)
+class LogDays:
+    """The card log's distinct days (ascending) and the marketplace feed's newest day, as of one data
+    version: they change only when prices sync."""
+
+    days: tuple[str, ...]
+    newest: str | None
 
 
-# The log's distinct days up to a bound, as a loose index scan over the primary key (day first):
-# one descent per day instead of reading every row.
+class LogDaysCache:
+    """Per worker: the days list is read once per data version (the response cache's key), not once
+    per request. Two requests missing at once both read it; either answer is right."""
+
+    def __init__(self) -> None:
+        self._held: tuple[Any, LogDays] | None = None
+
+    async def get(self, conn: AsyncConnection, version: Any) -> LogDays:
+        if self._held is not None and self._held[0] == version:
+            return self._held[1]
+        days = tuple(row[0] for row in (await conn.execute(_CARD_DAYS)).all())
+        newest = (
+            await conn.execute(select(FeedState.observed_on).where(FeedState.feed == "marketplace"))
+        ).scalar()
+        found = LogDays(days, newest)
+        self._held = (version, found)
+        return found
+
+
+# The log's distinct days, as a loose index scan over the primary key (day first): one descent per day
+# instead of reading every row.
 _CARD_DAYS = text(
     "WITH RECURSIVE days(day) AS ("
-    " SELECT min(observed_on) FROM card_prices WHERE observed_on <= :until"
+    " SELECT min(observed_on) FROM card_prices"
     " UNION ALL"
-    " SELECT (SELECT min(observed_on) FROM card_prices"
-    "  WHERE observed_on > days.day AND observed_on <= :until)"
+    " SELECT (SELECT min(observed_on) FROM card_prices WHERE observed_on > days.day)"
     " FROM days WHERE days.day IS NOT NULL"
     ") SELECT day FROM days WHERE day IS NOT NULL"
 )
-_CARD_PROBE = text(
-    "SELECT observed_on, market, low, high, listing_count FROM card_prices "
-    "WHERE variant_id = :variant_id AND condition = :condition AND observed_on IN :days "
-    "ORDER BY observed_on"
-).bindparams(bindparam("days", expanding=True))
+_QUOTE = "SELECT observed_on, market, low, high, listing_count FROM card_prices"
+_PROBE_WHERE = "WHERE variant_id = :variant_id AND condition = :condition AND observed_on"
+# One primary-key probe per listed day: an array parameter on PostgreSQL (one bind, one prepared
+# plan whatever the number of days), an expanded IN list on SQLite.
+_CARD_PROBES = {
+    "postgresql": (
+        text(f"{_QUOTE} {_PROBE_WHERE} = ANY(CAST(:days AS varchar[])) ORDER BY observed_on"),
+        text(f"{_QUOTE} {_PROBE_WHERE} = ANY(CAST(:days AS varchar[])) ORDER BY observed_on DESC LIMIT 1"),
+    ),
+    "sqlite": (
+        text(f"{_QUOTE} {_PROBE_WHERE} IN :days ORDER BY observed_on").bindparams(
+            bindparam("days", expanding=True)
+        ),
+        text(f"{_QUOTE} {_PROBE_WHERE} IN :days ORDER BY observed_on DESC LIMIT 1").bindparams(
+            bindparam("days", expanding=True)
+        ),
+    ),
+}
+# The card with each printing (feed order) and whether it has a current NM market: one round trip
+# answers "does the card exist", "is this printing its own" and "which is its headline".
+_CARD_PRINTINGS = text(
+    "SELECT c.id, v.id, p.market FROM cards c "
+    "LEFT JOIN card_variants v ON v.card_id = c.id "
+    "LEFT JOIN card_prices_current p ON p.variant_id = v.id AND p.condition = 'NM' "
+    "WHERE c.id = :card_id ORDER BY v.position, v.id"
+)
+_PRODUCT_VARIANTS = text(
+    "SELECT p.id, c.variant, c.condition, c.market FROM products p "
+    "LEFT JOIN product_prices_current c ON c.product_id = p.id "
+    "WHERE p.id = :product_id ORDER BY c.variant"
+)
 _PRODUCT_ROWS = text(
     "SELECT observed_on, market, low, high, listing_count FROM product_prices "
     "WHERE product_id = :product_id AND variant = :variant AND condition = :condition "
@@ -159,68 +207,58 @@ _PRODUCT_ROWS = text(
 async def card_printing(conn: AsyncConnection, card_id: str, variant_id: int | None) -> int | None:
     """The printing asked for (404 when the card does not exist or the printing is not the card's), or
     the card's headline printing, else its first; None for a card with no printings."""
-    if (
-        not sendable(card_id)
-        or (await conn.execute(select(Card.id).where(Card.id == card_id))).first() is None
-    ):
+    rows = (await conn.execute(_CARD_PRINTINGS, {"card_id": card_id})).all() if sendable(card_id) else []
+    if not rows:
         raise NotFound(f"No card has id {card_id!r}.")
+    printings = [(row[1], row[2]) for row in rows if row[1] is not None]
     if variant_id is not None:
-        if variant_id > MAX_ID:
-            raise NotFound(f"Card {card_id!r} has no printing with id {variant_id}.")
-        owned = select(CardVariant.id).where(CardVariant.id == variant_id, CardVariant.card_id == card_id)
-        if (await conn.execute(owned)).first() is None:
+        if variant_id not in {vid for vid, _ in printings}:
             raise NotFound(f"Card {card_id!r} has no printing with id {variant_id}.")
         return variant_id
-    stmt = (
-        select(CardVariant.id, CardPriceCurrent.market)
-        .outerjoin(
-            CardPriceCurrent,
-            (CardPriceCurrent.variant_id == CardVariant.id) & (CardPriceCurrent.condition == "NM"),
-        )
-        .where(CardVariant.card_id == card_id)
-        .order_by(CardVariant.position, CardVariant.id)
-    )
-    printings = (await conn.execute(stmt)).all()
-    headline = next((row[0] for row in printings if row[1] is not None), None)
+    headline = next((vid for vid, market in printings if market is not None), None)
     return headline if headline is not None else (printings[0][0] if printings else None)
 
 
-async def card_history(conn: AsyncConnection, variant_id: int, condition: str, until: date) -> list[Quote]:
-    """Every log row of one printing and condition observed on or before `until`, oldest first."""
-    days = [row[0] for row in (await conn.execute(_CARD_DAYS, {"until": until.isoformat()})).all()]
-    if not days:
-        return []
-    params = {"variant_id": variant_id, "condition": condition, "days": days}
-    return [tuple(row) for row in (await conn.execute(_CARD_PROBE, params)).all()]
+async def card_history(
+    conn: AsyncConnection, variant_id: int, condition: str, span: Window, log_days: LogDays
+) -> list[Quote]:
+    """The log rows a window needs, oldest first: every row of the printing and condition observed in
+    the window, and before them the last one observed before it (what the window's first day carries).
+    The primary key is probed once for each day of the window, and the earlier days are probed newest
+    first until one holds a row (an index scan that stops at the first hit)."""
+    start, end = span.start.isoformat(), span.end.isoformat()
+    inside = [day for day in log_days.days if start <= day <= end]
+    before = [day for day in log_days.days if day < start]
+    every, last = _CARD_PROBES["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    params: dict[str, Any] = {"variant_id": variant_id, "condition": condition}
+    rows: list[Quote] = []
+    if inside:
+        rows = [tuple(row) for row in (await conn.execute(every, {**params, "days": inside})).all()]
+    if before and not (rows and rows[0][0] == start):
+        earlier = (await conn.execute(last, {**params, "days": before})).first()
+        if earlier is not None:
+            rows.insert(0, tuple(earlier))
+    return rows
 
 
 async def product_variant(conn: AsyncConnection, product_id: str, variant: str | None) -> str | None:
     """The variant asked for (404 when the product does not exist or never had a price in that
-    variant: a sealed product's variants are known only from its prices), or the product's default
-    variant (see the module docstring); None for a product never priced."""
+    variant: a sealed product's variants are known only from its prices, and `*_current` keeps a row
+    for every variant and condition the log ever held), or the product's default variant (see the
+    module docstring); None for a product never priced."""
     number = int(product_id) if _INT.fullmatch(product_id) else None
-    if (
-        number is None
-        or number > MAX_ID
-        or (await conn.execute(select(Product.id).where(Product.id == number))).first() is None
-    ):
+    if number is None or number > MAX_ID:
         raise NotFound(f"No product has id {product_id!r}.")
-    held = (
-        await conn.execute(
-            text(
-                "SELECT variant, max(CASE WHEN condition = 'NM' AND market IS NOT NULL THEN 1 ELSE 0 END) "
-                "FROM product_prices_current WHERE product_id = :product_id GROUP BY variant ORDER BY variant"
-            ),
-            {"product_id": number},
-        )
-    ).all()
-    # `*_current` keeps a row for every (product, variant, condition) the log ever held.
+    rows = (await conn.execute(_PRODUCT_VARIANTS, {"product_id": number})).all()
+    if not rows:
+        raise NotFound(f"No product has id {product_id!r}.")
+    held = [row[1] for row in rows if row[1] is not None]
     if variant is not None:
-        if not sendable(variant) or variant not in {row[0] for row in held}:
+        if variant not in held:
             raise NotFound(f"Product {product_id!r} has no variant {variant!r}.")
         return variant
-    priced = next((row[0] for row in held if row[1]), None)
-    return priced if priced is not None else (held[0][0] if held else None)
+    priced = next((row[1] for row in rows if row[2] == "NM" and row[3] is not None), None)
+    return priced if priced is not None else (held[0] if held else None)
 
 
 async def product_history(

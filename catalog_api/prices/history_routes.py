@@ -34,6 +34,16 @@ Condition = Annotated[
 HISTORY_ERRORS = {**ERRORS, **NOT_FOUND}
 
 
+def log_days_cache(request: Request) -> history.LogDaysCache:
+    """The app's own cache of the card log's days (on `app.state`: one per app, so two apps in one
+    process, each on its own database, never share it)."""
+    state = request.app.state
+    cache: history.LogDaysCache | None = getattr(state, "price_log_days", None)
+    if cache is None:
+        cache = state.price_log_days = history.LogDaysCache()
+    return cache
+
+
 @router.get(
     "/cards/{card_id}/prices",
     tags=["cards"],
@@ -64,13 +74,15 @@ async def card_price_history(
     history.check_days(from_, to)
 
     async def produce() -> dict[str, Any]:
+        version = await context.snapshots.data_version()
         async with context.engine.connect() as conn:
-            span = history.window(from_, to, await history.newest_observation(conn))
+            log_days = await log_days_cache(request).get(conn, version)
+            span = history.window(from_, to, log_days.newest)
             printing = await history.card_printing(conn, card_id, wanted_variant)
             rows = (
                 []
                 if printing is None
-                else await history.card_history(conn, printing, wanted_condition, span.end)
+                else await history.card_history(conn, printing, wanted_condition, span, log_days)
             )
         return {
             "card_id": card_id,
@@ -111,8 +123,9 @@ async def product_price_history(
     history.check_days(from_, to)
 
     async def produce() -> dict[str, Any]:
+        version = await context.snapshots.data_version()
         async with context.engine.connect() as conn:
-            span = history.window(from_, to, await history.newest_observation(conn))
+            span = history.window(from_, to, (await log_days_cache(request).get(conn, version)).newest)
             chosen = await history.product_variant(conn, product_id, variant)
             pid = int(product_id)
             rows = (
