@@ -45,6 +45,9 @@ from catalog_api.prices.snapshot_files import sign, verify
 KINDS = ("cards", "products", "expansions", "series")
 CARD_BATCH = 1000
 MANIFEST = "manifest.json"
+# Bump when a record's shape changes in code (a new field in a detail read): files built by an older
+# version are then rebuilt at the next refresh (`serve` runs one at start-up) although no feed moved.
+FORMAT = 1
 # Signed URLs expire a TTL after the start of the hour they were issued in: the listing (and its ETag)
 # stays the same for an hour at a time instead of changing every second.
 URL_ROUNDING_S = 3600
@@ -201,7 +204,8 @@ async def refresh(engine: AsyncEngine, settings: Settings, force: bool = False) 
         # they are filed under, never older, and the next refresh builds again.
         versions = [list(pair) for pair in await feed_versions(engine)]
         previous = read_manifest(settings)
-        if previous is not None and previous.get("versions") == versions and not force:
+        current = previous is not None and previous.get("format") == FORMAT
+        if current and previous is not None and previous.get("versions") == versions and not force:
             rows = {item["kind"]: item["rows"] for item in previous["items"]}
             return BuildReport(False, time.perf_counter() - started, rows, [])
         held = {item["kind"]: item for item in (previous or {}).get("items", [])}
@@ -228,7 +232,7 @@ async def refresh(engine: AsyncEngine, settings: Settings, force: bool = False) 
                     "generated_at": now,
                 }
             )
-        manifest = {"versions": versions, "items": items}
+        manifest = {"format": FORMAT, "versions": versions, "items": items}
         tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
         tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         tmp.replace(folder / MANIFEST)
