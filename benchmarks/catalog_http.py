@@ -13,8 +13,13 @@ ratio toward 1 (`--client httpx` to compare). Setup and sanity checks use httpx 
 The catalog reads of issue 14 (a 200-id lookup, a filtered and sorted cursor walk, a German search)
 are timed at concurrency 1, each request cold for the response cache (see `catalog_reads`).
 
+With `--price-days N` (default 120) the catalog's marketplace feed for N days (../shared/tools/
+marketfeed.py, cached under ~/.cache/cardcat/market) is loaded too, the bulk files are rebuilt once
+more and timed on their own (`cardcat bulk build --force`, printed), and the price-history read
+(`GET /v1/cards/{id}/prices`, distinct requests at concurrency 1) is timed against its p99 target.
+
     python benchmarks/catalog_http.py [--duration 10] [--concurrency 16] [--workers 1] [--redis]
-        [--client raw|httpx] [--out benchmarks/results/catalog_http.json]
+        [--client raw|httpx] [--price-days 120] [--out benchmarks/results/catalog_http.json]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import argparse
 import asyncio
 import functools
 import gzip
+import hashlib
 import itertools
 import json
 import os
@@ -39,6 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -57,9 +64,13 @@ TARGETS = {
     "revalidate304_vs_ceiling": 0.8,
     "search_p99_ms": 30.0,
     "reads_p99_ms": 30.0,
+    "price_history_p99_ms": 30.0,
 }
 # The catalog reads' scenarios (timed at concurrency 1): ids200_c1, walk_sorted_c1, search_de_c1.
 READS_SCENARIOS = ("ids200_c1", "walk_sorted_c1", "search_de_c1")
+MARKET_CACHE = Path.home() / ".cache" / "cardcat" / "market"
+MARKET_TOOL = CATALOG.parent / "tools" / "marketfeed.py"
+MARKET_START = "2026-08-01"
 
 
 @dataclass
@@ -114,6 +125,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--redis", action="store_true", help="share the rate limit through Redis")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--catalog", type=Path, default=CATALOG, help="catalog feed folder")
+    parser.add_argument(
+        "--price-days",
+        type=int,
+        default=120,
+        help="days of marketplace prices to load (0: none, and no price-history scenario)",
+    )
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "catalog_http.json"
     )
@@ -638,6 +655,7 @@ async def benchmark(
                 await measure(senders[:1], "search_c1", search[::-1], args, {200, 304}, probe),
                 await measure(senders, "revalidate304", revalidate, args, {304}, probe),
                 await measure(senders, "ceiling", ceiling, args, {200, 304}, probe),
+                *await price_history_scenario(client, senders, args, probe),
             ]
             results += await catalog_reads(client, senders[0], args, probe)
         finally:
@@ -659,6 +677,92 @@ async def benchmark(
             "search_quality": quality,
         },
     }
+
+
+# --- prices: the feed, its load, the bulk build, the price-history workload ------------------------
+
+
+def market_feed(catalog: Path, days: int) -> Path:
+    """marketfeed.py's output for this catalog and number of days (written once, then reused)."""
+    tag = hashlib.sha256(str(catalog.resolve()).encode()).hexdigest()[:8]
+    folder = MARKET_CACHE / f"{catalog.name}-{tag}-{days}"
+    if len(list((folder / "marketplace").glob("*.ndjson.gz"))) != days:
+        print(f"writing the {days}-day marketplace feed to {folder} (once)", flush=True)
+        args = ["--catalog", str(catalog), "--out", str(folder), "--start", MARKET_START, "--days", str(days)]
+        subprocess.run([sys.executable, str(MARKET_TOOL), *args], check=True)
+    return folder
+
+
+def load_prices(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """`cardcat prices sync` of the feed (it rebuilds the bulk files itself), then one more bulk build
+    timed on its own: the figure for "bulk build time on this catalog"."""
+    feed = market_feed(args.catalog, args.price_days)
+    print(f"syncing {args.price_days} days of prices from {feed} ...", flush=True)
+    started = time.perf_counter()
+    sync = json.loads(
+        run_cli(["prices", "sync", "--from", str(feed), "--quiet"], env).strip().splitlines()[-1]
+    )
+    sync_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    bulk = json.loads(run_cli(["bulk", "build", "--force"], env).strip().splitlines()[-1])
+    bulk_wall = time.perf_counter() - started
+    print(
+        f"price sync {sync_seconds:.1f}s ({sync['card_rows'] + sync['product_rows']} rows); bulk build "
+        f"{bulk['seconds']:.1f}s ({bulk_wall:.1f}s with the CLI's start-up), rows {bulk['rows']}",
+        flush=True,
+    )
+    return {
+        "price_days": args.price_days,
+        "price_sync_seconds": round(sync_seconds, 2),
+        "price_sync_summary": sync,
+        "bulk_build_seconds": bulk["seconds"],
+        "bulk_build_wall_seconds": round(bulk_wall, 2),
+        "bulk_rows": bulk["rows"],
+    }
+
+
+def price_history_calls(catalog: Path, count: int = 4000, seed: int = 13) -> list[Call]:
+    """Distinct price-history reads (none answered from the response cache): random cards, the default
+    90-day window of the headline NM price, a random 30-to-120-day window, or the LP condition."""
+    with gzip.open(catalog / "cards.jsonl.gz", "rt", encoding="utf-8") as fh:
+        ids = [json.loads(line)["id"] for line in fh]
+    rng = random.Random(seed)
+    first_day = date.fromisoformat(MARKET_START)
+    calls: list[Call] = []
+    seen: set[tuple[str, str]] = set()
+    while len(calls) < count and len(seen) < 3 * len(ids):
+        card_id = rng.choice(ids)
+        kind = rng.choice(("default", "window", "lp"))
+        params: dict[str, str] = {}
+        if kind == "window":
+            begin = first_day + timedelta(days=rng.randrange(0, 90))
+            end = begin + timedelta(days=rng.randrange(30, 121))
+            params = {"from": begin.isoformat(), "to": end.isoformat()}
+        elif kind == "lp":
+            params = {"condition": "LP"}
+        key = (card_id, urlencode(params))
+        if key in seen:
+            continue
+        seen.add(key)
+        calls.append(Call(f"/v1/cards/{card_id}/prices", params))
+    return calls
+
+
+async def price_history_scenario(
+    client: httpx.AsyncClient,
+    senders: list[Sender],
+    args: argparse.Namespace,
+    probe: Callable[[], tuple[float, ...]],
+) -> list[Result]:
+    """The price-history read at concurrency 1 (latency is the target), after a sanity check that the
+    answers hold points."""
+    if args.price_days <= 0:
+        return []
+    calls = price_history_calls(args.catalog)
+    sample = await client.get(calls[0].path)
+    if sample.status_code != 200:
+        raise RuntimeError(f"price history failed: {sample.status_code} {sample.text[:300]}")
+    return [await measure(senders[:1], "price_history_c1", calls, args, {200, 304}, probe)]
 
 
 # --- reporting --------------------------------------------------------------------------------------
@@ -690,6 +794,20 @@ def check_targets(results: list[Result]) -> list[dict[str, Any]]:
             "value": search_p99,
             "met": search_p99 <= TARGETS["search_p99_ms"],
         },
+        *price_history_target(by),
+    ]
+
+
+def price_history_target(by: dict[str, Result]) -> list[dict[str, Any]]:
+    if "price_history_c1" not in by:
+        return []
+    p99 = by["price_history_c1"].p99_ms
+    return [
+        {
+            "target": "price history p99 <= 30 ms (c1)",
+            "value": p99,
+            "met": p99 <= TARGETS["price_history_p99_ms"],
+        }
     ]
 
 
@@ -702,7 +820,14 @@ def print_report(results: list[Result], targets: list[dict[str, Any]], meta: dic
         f"response cache={meta['response_cache']}"
     )
     print(f"rate limit raised to {RATE_LIMIT} per window for the benchmark (production default 300/60 s)")
-    print(f"catalog sync (full feed): {meta['sync_seconds']:.1f}s\n")
+    print(f"catalog sync (full feed): {meta['sync_seconds']:.1f}s")
+    prices = meta.get("prices", {})
+    if prices.get("price_days"):
+        print(
+            f"prices: {prices['price_days']} days synced in {prices['price_sync_seconds']:.1f}s; bulk files "
+            f"built in {prices['bulk_build_seconds']:.1f}s (rows {prices['bulk_rows']})"
+        )
+    print()
     head = f"{'scenario':<17}{'req/s':>10}{'x ceiling':>11}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}"
     print(f"{head}  srv+pg CPU ms/req  new PG conns  CPU % of a core: client/server/postgres/other/niced")
     for r in results:
@@ -743,6 +868,7 @@ def main() -> int:
         sync_out = run_cli(["catalog", "sync", "--from", str(args.catalog), "--quiet"], env)
         sync_seconds = time.perf_counter() - started
         key = run_cli(["keys", "create", "--name", "bench"], env).strip().splitlines()[-1].strip()
+        prices_meta = load_prices(args, env) if args.price_days > 0 else {"price_days": 0}
 
         port = free_port()
         base = f"http://{HOST}:{port}"
@@ -780,6 +906,7 @@ def main() -> int:
             "sync_seconds": round(sync_seconds, 2),
             "sync_summary": json.loads(sync_summary) if sync_summary.startswith("{") else sync_summary,
             "server_startup_seconds": round(startup_seconds, 2),
+            "prices": prices_meta,
             "redis": bool(args.redis),
             "response_cache": not args.no_cache,
             "rate_limit": RATE_LIMIT,

@@ -15,7 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from catalog_api.access.gate import V1Gate, is_v1
 from catalog_api.access.keys import KeyVerifier
 from catalog_api.access.ratelimit import make_rate_limiter
-from catalog_api.catalog import card_routes, reference_routes
+from catalog_api.catalog import bulk_routes, card_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.console import console_routes
 from catalog_api.deps import AppContext
@@ -28,7 +28,7 @@ from catalog_api.kit.secret_store import stored_secrets
 from catalog_api.kit.settings import Settings, get_settings
 from catalog_api.ops import bench_routes, health_routes, image_routes, metrics_routes
 from catalog_api.ops.http_metrics import HttpMetrics
-from catalog_api.prices import file_routes, movers_routes
+from catalog_api.prices import file_routes, history_routes, movers_routes
 from catalog_api.scan import scan_routes
 from catalog_api.scan.client import open_scan_client
 
@@ -82,7 +82,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     routers = (
         card_routes,
         reference_routes,
+        bulk_routes,
         movers_routes,
+        history_routes,
         scan_routes,
         health_routes,
         image_routes,

@@ -249,9 +249,7 @@ async def get_card(
             row = await repository.card_detail_row(conn, card_id)
             if row is None:
                 raise NotFound(f"No card has id {card_id!r}.")
-            variants = await repository.variants_for(conn, [card_id])
-        metadata = repository.metadata_json(row.card_metadata)
-        record = records.card_detail(row, variants[card_id], context.settings.public_url, metadata)
+            record = (await repository.full_cards(conn, [row], context.settings.public_url))[0]
         dress(record, row.names, language, with_names)
         return record
 

@@ -95,6 +95,16 @@ async def card_detail_row(conn: AsyncConnection, card_id: str) -> Row[Any] | Non
     return (await conn.execute(select(*_columns(True)).where(Card.id == card_id))).first()
 
 
+async def full_cards(conn: AsyncConnection, rows: Sequence[Any], public_url: str) -> list[dict[str, Any]]:
+    """The full card object of each row (rows of `card_detail_row`'s columns, metadata included): what
+    `GET /v1/cards/{id}` serves and what the cards bulk file holds, built by this one function."""
+    variants = await variants_for(conn, [row.id for row in rows])
+    return [
+        records.card_detail(row, variants[row.id], public_url, metadata_json(row.card_metadata))
+        for row in rows
+    ]
+
+
 async def variants_for(conn: AsyncConnection, card_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
     """Each card's printings in feed order; every id asked for is present (possibly with [])."""
     found: dict[str, list[dict[str, Any]]] = {card_id: [] for card_id in card_ids}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from catalog_api.cli.bulk import bulk
 from catalog_api.cli.catalog import catalog, index
 from catalog_api.cli.db import db
 from catalog_api.cli.events import events, webhooks
@@ -21,7 +22,7 @@ def main() -> None:
     """cardcat catalog API and scanner."""
 
 
-for command in (db, catalog, prices, index, keys, webhooks, events, serve, demo):
+for command in (db, catalog, prices, bulk, index, keys, webhooks, events, serve, demo):
     main.add_command(command)
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
+from catalog_api.cli.bulk import refresh_bulk
 from catalog_api.kit.settings import get_settings
 
 
@@ -37,7 +39,7 @@ def catalog_sync(source: Path, images: Path | None, quiet: bool) -> None:
     engine = make_engine(settings)
     started = time.perf_counter()
     report = sync_catalog(engine, source, ImageStore(settings.images_dir), images, progress=not quiet)
-    summary: dict[str, float] = {**report.summary(), "seconds": round(time.perf_counter() - started, 2)}
+    summary: dict[str, Any] = {**report.summary(), "seconds": round(time.perf_counter() - started, 2)}
     if (settings.index_dir / "meta.json").exists() and images is not None:
         # Keep the scanner's index current: re-embed the cards this sync created or changed.
         from serve_app.indexing import refresh_index
@@ -46,6 +48,7 @@ def catalog_sync(source: Path, images: Path | None, quiet: bool) -> None:
             settings, engine, report.cards_created + report.cards_updated
         )
     engine.dispose()
+    summary["bulk"] = refresh_bulk(settings)
     click.echo(json.dumps(summary))
 
 

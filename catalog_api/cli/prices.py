@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from catalog_api.cli.bulk import refresh_bulk
 from catalog_api.kit.settings import get_settings
 
 
@@ -38,4 +39,5 @@ def prices_sync(source: Path, quiet: bool) -> None:
     seconds = time.perf_counter() - started
     rows = report.card_rows + report.product_rows
     summary = {**report.summary(), "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
+    summary["bulk"] = refresh_bulk(settings)
     click.echo(json.dumps(summary))

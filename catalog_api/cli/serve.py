@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from catalog_api.cli.bulk import refresh_bulk_in_background
 from catalog_api.cli.catalog import catalog_sync, index_build
 from catalog_api.cli.db import db_upgrade
 from catalog_api.cli.keys import keys_create
@@ -96,6 +97,7 @@ def serve(host: str, port: int, workers: int, scan: bool | None, metrics_port_se
             click.echo("scanner not started (no index yet: `cardcat index build`); serving the catalog only")
     _share_metrics(settings, host, serve_port=not metrics_port_served)
     deliverer = _start_deliverer(settings)
+    refresh_bulk_in_background(settings)
     try:
         if started_ray and workers > 1:
             _serve_in_child(settings, host, port, workers)

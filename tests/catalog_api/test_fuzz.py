@@ -54,13 +54,17 @@ OPERATIONS = [
     ("GET", "/v1/products"),
     ("GET", "/v1/products/{product_id}"),
     ("GET", "/v1/movers"),
+    ("GET", "/v1/cards/{card_id}/prices"),
+    ("GET", "/v1/products/{product_id}/prices"),
+    ("GET", "/v1/bulk"),
+    ("GET", "/files/bulk/{file_name}"),
     ("GET", "/health"),
     ("GET", "/images/{key}/{size}.jpg"),
     ("GET", "/files/snapshots/{file_name}"),
 ]
 NOT_FUZZED = {("POST", "/v1/scan")}
 # No parameters, or only unconstrained path strings: Hypothesis finds no schema-violating request.
-NO_INVALID_INPUT = {("GET", "/health"), ("GET", "/images/{key}/{size}.jpg")}
+NO_INVALID_INPUT = {("GET", "/health"), ("GET", "/images/{key}/{size}.jpg"), ("GET", "/v1/bulk")}
 RUNS = [
     (method, path, mode)
     for method, path in OPERATIONS

@@ -150,7 +150,20 @@ def place_files(server: Service) -> dict[str, str]:
     missing = "card_prices-2026-01-02-0123456789abcdef.ndjson.gz"
     missing_signature = sign(settings, missing, expires)
     missing_signed = f"/files/snapshots/{missing}?expires={expires}&signature={missing_signature}"
-    return {"image": f"/images/{key}/high.jpg", "snapshot": signed, "missing_snapshot": missing_signed}
+    # The bulk files the catalog sync built, and a well-formed name no build wrote.
+    with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.key}"}) as client:
+        bulk = "/files/" + client.get("/v1/bulk").json()["data"]["items"][0]["url"].split("/files/", 1)[1]
+    absent = "cards-0123456789abcdef.ndjson.gz"
+    absent_signed = (
+        f"/files/bulk/{absent}?expires={expires}&signature={sign(settings, 'bulk/' + absent, expires)}"
+    )
+    return {
+        "image": f"/images/{key}/high.jpg",
+        "snapshot": signed,
+        "missing_snapshot": missing_signed,
+        "bulk": bulk,
+        "missing_bulk": absent_signed,
+    }
 
 
 def probes(server: Service, files: dict[str, str]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -194,6 +207,23 @@ def probes(server: Service, files: dict[str, str]) -> dict[tuple[str, str], list
         {"url": f"/v1/products/{product}", "headers": key, "params": {"lang": "xx"}},
         {"url": f"/v1/products/{product}"},
     ]
+    for path, real in {
+        "/v1/cards/{card_id}/prices": "base1-4",
+        "/v1/products/{product_id}/prices": str(product),
+    }.items():
+        concrete = path.replace("{card_id}", real).replace("{product_id}", real)
+        table[("get", path)] = [
+            {"url": concrete, "headers": key},
+            {"url": concrete, "headers": stale},
+            {"url": concrete, "headers": key, "params": {"from": "yesterday"}},
+            {"url": path.replace("{card_id}", "no-such-id").replace("{product_id}", "1"), "headers": key},
+            {"url": concrete},
+        ]
+    table[("get", "/v1/bulk")] = [
+        {"url": "/v1/bulk", "headers": key},
+        {"url": "/v1/bulk", "headers": stale},
+        {"url": "/v1/bulk"},
+    ]
     table[("post", "/v1/scan")] = [{"url": "/v1/scan", "headers": key, "json": {"url": "https://h/"}}]
     table[("get", "/health")] = [{"url": "/health"}, {"url": "/health", "headers": {"If-None-Match": "*"}}]
     image, snapshot = files["image"], files["snapshot"]
@@ -211,6 +241,15 @@ def probes(server: Service, files: dict[str, str]) -> dict[tuple[str, str], list
         {"url": snapshot, "headers": {"Range": "bytes=90000-"}},
         {"url": snapshot.replace("signature=", "signature=0")},
         {"url": files["missing_snapshot"]},
+    ]
+    bulk = files["bulk"]
+    table[("get", "/files/bulk/{file_name}")] = [
+        {"url": bulk},
+        {"url": bulk, "headers": {"Range": "bytes=0-9"}},
+        {"url": bulk, "headers": {"Range": "bytes=oops"}},
+        {"url": bulk, "headers": {"Range": "bytes=90000000-"}},
+        {"url": bulk.replace("signature=", "signature=0")},
+        {"url": files["missing_bulk"]},
     ]
     return table
 
