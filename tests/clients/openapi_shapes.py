@@ -12,16 +12,10 @@ from pydantic import TypeAdapter
 Shape = Any
 
 
-def model_schema(
-    model: Any, drop: frozenset[tuple[str, str]] = frozenset()
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The model's JSON schema and its `$defs`, less the (model, field) pairs in `drop`."""
+def model_schema(model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The model's JSON schema and its `$defs`."""
     schema = TypeAdapter(model).json_schema(ref_template="#/$defs/{model}")
     defs: dict[str, Any] = schema.pop("$defs", {})
-    for name, field in drop:
-        for target in (defs.get(name), schema if schema.get("title") == name else None):
-            if target is not None:
-                target.get("properties", {}).pop(field, None)
     return schema, defs
 
 

@@ -2,15 +2,12 @@
 
 From each route the client wraps (`cardcat_client.routes.ROUTES`) to the schema the server declares for
 its `data`, compared by structure (`openapi_shapes`). Every `/v1` route (and `/health`) the server serves must
-be wrapped (or listed in `NOT_WRAPPED` with why). The issue 14 routes and fields were written to that issue's
-contract: while the served document has none of them they are reported as pending; once it has them
-they are compared like every other route."""
+be wrapped (or listed in `NOT_WRAPPED` with why)."""
 
 from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +38,7 @@ def _operation(document: dict[str, Any], route: Route) -> dict[str, Any] | None:
     return None
 
 
-def _pending_routes(document: dict[str, Any]) -> list[str]:
-    return [name for name, route in ROUTES.items() if route.pending and _operation(document, route) is None]
-
-
-def route_differences(document: dict[str, Any], name: str, route: Route, drop: frozenset[Any]) -> list[str]:
+def route_differences(document: dict[str, Any], name: str, route: Route) -> list[str]:
     operation = _operation(document, route)
     assert operation is not None, f"{name}: the server has no {route.method} {route.path}"
     components = document["components"]["schemas"]
@@ -53,17 +46,14 @@ def route_differences(document: dict[str, Any], name: str, route: Route, drop: f
     resolved = components[envelope["$ref"].rsplit("/", 1)[-1]] if "$ref" in envelope else envelope
     server = shape(resolved["properties"]["data"], components)
     model: Any = models.Page[route.model] if route.paged else route.model  # type: ignore[name-defined]
-    schema, defs = model_schema(model, drop)
+    schema, defs = model_schema(model)
     return differences(shape(schema, defs), server, f"{name} ({route.model.__name__})")
 
 
 def test_every_wrapped_route_reads_into_a_model_that_matches_the_server(document: dict[str, Any]) -> None:
-    pending = _pending_routes(document)
-    drop = models.PENDING_FIELDS if pending else frozenset()
     problems: list[str] = []
     for name, route in ROUTES.items():
-        if name not in pending:
-            problems.extend(route_differences(document, name, route, drop))
+        problems.extend(route_differences(document, name, route))
     assert not problems, "client models disagree with /openapi.json:\n" + "\n".join(problems)
 
 
@@ -96,19 +86,6 @@ def test_every_route_the_server_serves_is_wrapped(document: dict[str, Any]) -> N
     assert unwrapped_routes(document, fewer) == ["GET /v1/products/{product_id}", "GET /v1/movers"]
 
 
-def test_issue_14_is_either_all_served_or_all_pending(document: dict[str, Any]) -> None:
-    """A half-merged issue 14 fails here; before the merge the pending models are named in a warning."""
-    pending = _pending_routes(document)
-    declared = [name for name, route in ROUTES.items() if route.pending]
-    assert pending in ([], declared), f"served: {sorted(set(declared) - set(pending))}, not: {pending}"
-    if pending:
-        unchecked = [f"{m}.{f}" for m, f in sorted(models.PENDING_FIELDS)]
-        warnings.warn(
-            f"not yet on the server, so not compared: routes {pending}, fields {unchecked}",
-            stacklevel=1,
-        )
-
-
 class WrongVariant(models.Model):
     """Variant with three mistakes: `id` a string, `foil` missing, an extra `finish` field."""
 
@@ -128,7 +105,7 @@ class WrongCard(models.Card):
 
 def test_the_comparison_catches_a_wrong_model(document: dict[str, Any]) -> None:
     route = Route("GET", "/v1/cards/{card_id}", WrongCard)
-    found = route_differences(document, "card", route, frozenset({("WrongCard", "names")}))
+    found = route_differences(document, "card", route)
     text = "\n".join(found)
     assert 'card (WrongCard).variants[].id: client "string" vs server "integer"' in text
     assert "variants[].foil: the server declares it, the client model has no field for it" in text

@@ -127,7 +127,7 @@ class CardcatClient:
     def cards(self, **params: Any) -> Iterator[models.CardSummary]:
         """Every card row the query selects, page after page (`limit` is the page size). Parameters as
         the API takes them: `q`, `expansion_id`, `include=["variants", "metadata", "change"]`, and
-        (issue 14) `ids=[...]`, `rarity`, `category`, `illustrator`, `type`, `hp_min`, `hp_max`,
+        `ids=[...]`, `rarity`, `category`, `illustrator`, `type`, `hp_min`, `hp_max`,
         `legal`, `price_min`, `price_max`, `sort`, `lang`."""
         return self._walk("cards", params)
 
@@ -182,7 +182,7 @@ class CardcatClient:
         date_from: Any = None,
         date_to: Any = None,
     ) -> models.CardPriceHistory:
-        """Daily price history of one printing (issue 14; default: the headline printing, NM, 90 days)."""
+        """Daily price history of one printing (default: the headline printing, NM, 90 days)."""
         params = price_history_params(condition, date_from, date_to, variant_id=variant_id)
         result: models.CardPriceHistory = self._one("card_prices", params, card_id=card_id)
         return result
@@ -196,13 +196,13 @@ class CardcatClient:
         date_from: Any = None,
         date_to: Any = None,
     ) -> models.ProductPriceHistory:
-        """Daily price history of a sealed product (issue 14)."""
+        """Daily price history of a sealed product."""
         params = price_history_params(condition, date_from, date_to, variant=variant)
         result: models.ProductPriceHistory = self._one("product_prices", params, product_id=product_id)
         return result
 
     def bulk(self) -> list[models.BulkFile]:
-        """The bulk files, one per kind (issue 14)."""
+        """The bulk files, one per kind."""
         return list(self._walk("bulk", {}))
 
     # --- the rest --------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ class CardSummary(Model):
     metadata: Metadata | None = None
     change: list[Change] | None = None
     score: float | None = None
-    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
+    names: dict[str, str] | None = None  # with include=names
 
 
 class Card(Model):
@@ -160,7 +160,7 @@ class Card(Model):
     category: str | None
     variants: list[Variant]
     metadata: Metadata | None
-    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
+    names: dict[str, str] | None = None  # with include=names
 
 
 class Expansion(Model):
@@ -176,7 +176,7 @@ class Expansion(Model):
     legal_standard: bool
     legal_expanded: bool
     score: float | None = None
-    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
+    names: dict[str, str] | None = None  # with include=names
 
 
 class SeriesExpansion(Model):
@@ -196,7 +196,7 @@ class Series(Model):
     palette: list[str] | None
     expansions: list[SeriesExpansion]
     score: float | None = None
-    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
+    names: dict[str, str] | None = None  # with include=names
 
 
 class ProductExpansion(Model):
@@ -216,7 +216,7 @@ class Product(Model):
     expansions: list[ProductExpansion]
     marketplace: list[ProductPrice]
     score: float | None = None
-    names: dict[str, str] | None = None  # issue 14 (include=names); see PENDING_FIELDS
+    names: dict[str, str] | None = None  # with include=names
 
 
 class FeedHealth(Model):
@@ -280,13 +280,6 @@ class WebhookEvent(Model):
     chunk: dict[str, int] | None = None
 
 
-# --------------------------------------------------------------------------------------------------
-# Issue 14 (price history, bulk files, names in every language): written to the issue's contract
-# before the server had these routes. The OpenAPI comparison checks them once the server serves them;
-# until then it lists them as pending. Verify them after merging issue 14.
-# --------------------------------------------------------------------------------------------------
-
-
 class PricePoint(Model):
     """One calendar day: the last feed row on or before `date` (its own date is `observed_on`)."""
 
@@ -302,7 +295,7 @@ class CardPriceHistory(Model):
     """`GET /v1/cards/{id}/prices`: one point per day for one printing and condition."""
 
     card_id: str
-    variant_id: int
+    variant_id: int | None  # null only when the card has no printing
     condition: str
     currency: Literal["USD"]
     points: list[PricePoint]
@@ -312,7 +305,7 @@ class ProductPriceHistory(Model):
     """`GET /v1/products/{id}/prices`: one point per day for one product variant and condition."""
 
     product_id: int
-    variant: str
+    variant: str | None  # null when the product was never priced
     condition: str
     currency: Literal["USD"]
     points: list[PricePoint]
@@ -327,10 +320,3 @@ class BulkFile(Model):
     bytes: int
     rows: int
     generated_at: datetime
-
-
-# Optional fields issue 14 adds to models above: (model, field). Until the server declares them the
-# OpenAPI comparison reports them as pending instead of failing.
-PENDING_FIELDS: frozenset[tuple[str, str]] = frozenset(
-    (model, "names") for model in ("CardSummary", "Card", "Series", "Expansion", "Product")
-)

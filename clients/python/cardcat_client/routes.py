@@ -18,7 +18,6 @@ class Route:
     path: str  # as in OpenAPI: `{name}` for a path parameter
     model: type[models.Model]
     paged: bool = False  # data is `{items, next_cursor}` of `model`
-    pending: str = ""  # the issue that adds the route, while the server may not serve it yet
 
     def url(self, **path_args: Any) -> str:
         return self.path.format(**{k: quote(str(v), safe="") for k, v in path_args.items()})
@@ -37,11 +36,9 @@ ROUTES: dict[str, Route] = {
     "scan": Route("POST", "/v1/scan", models.ScanResult),
     "health": Route("GET", "/health", models.Health),
     # Issue 14, written to its contract (see the marked section of models.py).
-    "card_prices": Route("GET", "/v1/cards/{card_id}/prices", models.CardPriceHistory, pending="issue 14"),
-    "product_prices": Route(
-        "GET", "/v1/products/{product_id}/prices", models.ProductPriceHistory, pending="issue 14"
-    ),
-    "bulk": Route("GET", "/v1/bulk", models.BulkFile, paged=True, pending="issue 14"),
+    "card_prices": Route("GET", "/v1/cards/{card_id}/prices", models.CardPriceHistory),
+    "product_prices": Route("GET", "/v1/products/{product_id}/prices", models.ProductPriceHistory),
+    "bulk": Route("GET", "/v1/bulk", models.BulkFile, paged=True),
 }
 
 # Paths the client leaves alone on purpose: they serve files, not the envelope.
