@@ -63,12 +63,19 @@ def test_openapi_documents_every_endpoint(service: Service):
         "/v1/expansions/{expansion_id}",
         "/v1/products",
         "/v1/products/{product_id}",
+        "/v1/cards/{card_id}/prices",
+        "/v1/products/{product_id}/prices",
+        "/v1/bulk",
         "/health",
     ):
         assert path in spec["paths"], path
     assert spec["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
     assert spec["paths"]["/v1/cards"]["get"]["security"] == [{"apiKey": []}]
     params = {p["name"] for p in spec["paths"]["/v1/cards"]["get"]["parameters"]}
-    assert params == {"limit", "cursor", "expansion_id", "q", "include"}
+    assert params == {
+        *("limit", "cursor", "expansion_id", "q", "include", "ids", "sort", "lang"),
+        *("rarity", "category", "illustrator", "type", "legal"),
+        *("hp_min", "hp_max", "price_min", "price_max"),
+    }
     docs = httpx.get(f"{service.base_url}/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
