@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from catalog_api.kit.secret_store import stored_secrets
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # catalog_api/kit/settings.py -> the checkout
 
 
 class Settings(BaseSettings):
