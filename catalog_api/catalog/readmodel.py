@@ -7,6 +7,7 @@ version is re-read at most once a second, so a sync shows up on every worker wit
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +118,20 @@ async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapsh
     )
 
 
+def keep_out_of_gc() -> None:
+    """Move every object alive now (the read model above all: a few million objects for the full
+    catalog) out of the garbage collector's sight, after collecting what the last snapshot left.
+
+    Python's full collection walks every tracked object; with the read model in the heap that was a
+    100-190 ms pause, every few hundred searches, in whichever request happened to trigger it (most of a
+    search's p99, measured). The read model holds no reference cycles that need collecting, and it is
+    freed by reference counting when replaced. `unfreeze` first, so garbage cycles frozen last time are
+    collected now rather than kept for good."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 class SnapshotHolder:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
@@ -154,5 +169,6 @@ class SnapshotHolder:
             wanted = (held.get("catalog", 0), held.get("marketplace", 0))
             if self._snapshot is None or self._snapshot.version != wanted:
                 self._snapshot = await load_snapshot(self._engine, wanted)
+                keep_out_of_gc()
             self._versions = versions
             self._checked = time.monotonic()
