@@ -18,7 +18,7 @@ from catalog_api.access.ratelimit import make_rate_limiter
 from catalog_api.catalog import bulk_routes, card_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.console import console_routes
-from catalog_api.deps import AppContext
+from catalog_api.deps import AppContext, CachedReads
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.db import make_async_engine
 from catalog_api.kit.http_errors import ErrorGuard, install_error_handlers
@@ -98,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if not settings.metrics_port:  # else `cardcat serve` answers /metrics on that port
         app.include_router(metrics_routes.router)
     install_error_handlers(app)
+    app.add_middleware(CachedReads, context=app.state.context)  # inside the gate: hits are authorised
     app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
     app.add_middleware(ErrorGuard)  # outside the gate, so the gate's own failures are answered
     app.add_middleware(HttpMetrics)  # added last: outermost, so every answer is counted as sent

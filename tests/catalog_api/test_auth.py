@@ -96,3 +96,17 @@ def test_key_is_shown_once_and_stored_hashed(service: Service):
 def test_health_needs_no_key(service: Service):
     response = httpx.get(f"{service.base_url}/health")
     assert response.status_code == 200 and response.json()["error"] is None
+
+
+def test_a_read_the_cache_holds_still_needs_a_valid_key(service: Service):
+    """The response cache answers before routing (deps.CachedReads), but inside the key check."""
+    key = service.new_key("cached-read")
+    url = f"{service.base_url}/v1/cards?limit=2&cached-read-check=1"
+    first = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    again = httpx.get(url, headers={"Authorization": f"Bearer {key}", "If-None-Match": first.headers["ETag"]})
+    assert ok(first) and again.status_code == 304 and again.headers["ETag"] == first.headers["ETag"]
+    failed(httpx.get(url, timeout=10), 401, "unauthorized")
+    unknown = {"Authorization": "Bearer cc_" + "A" * 43}
+    failed(httpx.get(url, headers=unknown, timeout=10), 401, "unauthorized")
+    assert service.cli("keys", "revoke", key).returncode == 0
+    failed(httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=10), 401, "unauthorized")

@@ -21,7 +21,8 @@ def feed_rows(feed_dir: Path) -> list[Row]:
     rows: list[Row] = []
     for record in read(feed_dir / "cards.jsonl.gz"):
         others = {lang: name for lang, name in (record.get("names") or {}).items() if name}
-        rows.append((record["id"], every_name(record.get("name") or record["id"], others), record.get("number")))
+        name = record.get("name") or record["id"]
+        rows.append((record["id"], every_name(name, others), record.get("number")))
     return rows
 
 
