@@ -1073,7 +1073,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--count", type=int, default=8)
     parser.add_argument("--difficulty", choices=DIFFICULTIES, default="standard")
-    parser.add_argument("--nocard", type=int, default=0, help="also write this many no-card photos")
+    parser.add_argument(
+        "--nocard",
+        type=int,
+        default=0,
+        help="also write this many no-card photos (hard ones as --difficulty)",
+    )
     parser.add_argument("--seed-base", type=int, default=0)
     args = parser.parse_args(argv)
     faces = sorted(args.faces.glob("*/high.jpg"))
@@ -1087,7 +1092,9 @@ def main(argv: list[str] | None = None) -> int:
         name = args.out / f"{args.difficulty}-{seed}.jpg"
         cv2.imwrite(str(name), draw_corners(photo.image, photo.corners)[..., ::-1])
     for i in range(args.nocard):
-        photo = make_nocard_photo(args.seed_base + i)
+        photo = make_nocard_photo(
+            args.seed_base + i, hard_bucket="hard" if args.difficulty == "hard" else "hard-v1"
+        )
         cv2.imwrite(str(args.out / f"nocard-{args.seed_base + i}.jpg"), photo.image[..., ::-1])
     print(f"wrote {args.count + args.nocard} photos to {args.out}")
     return 0
