@@ -8,6 +8,7 @@ every threshold setting on a grid, and each setting's top-1, top-5, single-match
 rates are printed and written to JSON.
 
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
+        [--hard-bucket hard|hard-v1]   # training.synth's hard bucket (#13's, or the one before it)
         [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
 """
 
@@ -24,8 +25,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from PIL import Image
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
@@ -58,21 +57,17 @@ def build_index(tmp: Path) -> Path:
 
 def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]]) -> None:
     """Run each photo through the models once; keep what `decide` needs (hits and the read)."""
+    from benchmarks.scan_accuracy import job_photo
     from models.detector import CardDetector
     from models.embedder import CardEmbedder
     from models.geometry import half_turn, rectify
     from models.index import CardIndex
     from models.ocr import PrintReader
-    from training.synth import make_nocard_photo, make_photo
 
     detector, embedder, reader = CardDetector(), CardEmbedder(), PrintReader()
     index = CardIndex.load(index_dir)
     for job in tqdm(jobs, desc="photos", unit=" photos"):
-        if job["kind"] == "nocard":
-            photo = make_nocard_photo(job["seed"])
-        else:
-            face = np.asarray(Image.open(job["face"]).convert("RGB"))
-            photo = make_photo(face, job["seed"], job["kind"])
+        photo = job_photo(job)
         quad = detector.locate_batch([photo.image])[0]
         job["hits"], job["read"] = [], None
         if quad is None:
@@ -108,6 +103,7 @@ def main() -> int:
     parser.add_argument("--standard", type=int, default=300)
     parser.add_argument("--hard", type=int, default=200)
     parser.add_argument("--nocard", type=int, default=100)
+    parser.add_argument("--hard-bucket", choices=["hard", "hard-v1"], default="hard")
     parser.add_argument("--observed", type=Path, help="JSON of the models' outputs: written, or replayed")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
     args = parser.parse_args()
@@ -121,9 +117,15 @@ def main() -> int:
         for i, card_id in enumerate(sample_cards(card_ids, manifest, count, SEED_BASE + offset)):
             artwork = "shared" if groups[manifest[card_id]["artwork_key"]] > 1 else "unique"
             face = str(DEFAULT_CACHE / "catalog" / card_id / "high.jpg")
-            jobs.append({"kind": kind, "card_id": card_id, "artwork": artwork, "face": face})
+            bucket = args.hard_bucket if kind == "hard" else kind
+            jobs.append(
+                {"kind": kind, "bucket": bucket, "card_id": card_id, "artwork": artwork, "face": face}
+            )
             jobs[-1]["seed"] = SEED_BASE + offset + i
-    jobs += [{"kind": "nocard", "seed": SEED_BASE + 2_000_000 + i} for i in range(args.nocard)]
+    jobs += [
+        {"kind": "nocard", "bucket": args.hard_bucket, "seed": SEED_BASE + 2_000_000 + i}
+        for i in range(args.nocard)
+    ]
     started = time.perf_counter()
     if args.observed and args.observed.exists():
         table_records, jobs = json.loads(args.observed.read_text())

@@ -4,13 +4,18 @@ No labelled phone photos exist, so every photo is drawn from a rendered card fac
 comes from one `numpy.random.default_rng` per photo, so the same face, seed and difficulty give the same
 pixels on every machine.
 
+Difficulties: `standard`; `hard` (issue #13: glare bands over the text, steep perspective, any rotation,
+small in frame, blur, low JPEG quality with phone sharpening, tinted sleeves, fingers, low light, look-alike
+cards around; see docs/hard-photos.md); `hard-v1`, the hard bucket before #13, pixel for pixel, so figures
+measured on it stay comparable.
+
 Seed ranges (keep them apart, or a benchmark measures memorisation):
   * training uses seeds < 1_000_000 (`TRAIN_SEED_LIMIT`); 990_000..999_999 are kept for validation;
   * benchmarks and tests use seeds >= 10_000_000 (`BENCH_SEED_BASE`); never train on those.
 
 Preview (writes JPEGs with the true corners drawn, TL in red):
     python -m training.synth --faces ~/.cache/cardcat/renders/catalog --out /tmp/synth --count 8 \
-        [--difficulty hard] [--nocard 4]
+        [--difficulty hard|hard-v1] [--nocard 4]
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import numpy as np
 
 from models.geometry import read_face
 
-Difficulty = Literal["standard", "hard"]
+Difficulty = Literal["standard", "hard", "hard-v1"]
+DIFFICULTIES: tuple[Difficulty, ...] = ("standard", "hard", "hard-v1")
 
 TRAIN_SEED_LIMIT = 1_000_000
 VAL_SEED_BASE = 990_000
@@ -39,7 +45,7 @@ PHOTO_SIZE_P = (0.4, 0.4, 0.1, 0.1)
 # Face rows (in the 838-px face) of the name line and the bottom-left number line, where hard glare goes.
 NAME_BOX = (30, 30, 420, 85)
 NUMBER_BOX = (30, 770, 260, 800)
-_SALT = {"standard": 11, "hard": 23, "nocard": 37}
+_SALT = {"standard": 11, "hard-v1": 23, "nocard": 37, "hard": 53}
 
 
 @dataclass
@@ -49,6 +55,7 @@ class Photo:
     image: np.ndarray
     corners: np.ndarray | None
     card_id: str | None = None
+    jpeg: bytes | None = None  # the photo as its simulated phone encoded it (hard bucket only)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -489,15 +496,19 @@ def make_photo(
     card_id: str | None = None,
     scale: float = 1.0,
     touching: int = 0,
+    look: HardLook | None = None,
 ) -> Photo:
     """A phone photo of `face` (HxWx3 uint8 RGB); the same face, seed and difficulty give the same pixels.
 
     Training-only knobs (the defaults give the benchmark photos, pixel for pixel): `scale` composes the
     photo that much smaller (much faster; the detector sees it at 224 px anyway), `touching` adds that many
     card-like objects (paper, notes, books, phones) lying under or against the card, drawn from their own
-    random stream so the rest of the photo does not change.
+    random stream so the rest of the photo does not change. `look` (hard only) replaces the effects the
+    seed drew (`hard_look(seed)`), e.g. to show one effect alone.
     """
-    hard = difficulty == "hard"
+    if difficulty == "hard":
+        return _hard_photo(face, seed, card_id, scale, touching, look)
+    hard = difficulty == "hard-v1"
     rng = np.random.default_rng([seed, _SALT[difficulty]])
     n_distract = int(rng.choice([0, 1, 2], p=[0.6, 0.3, 0.1] if not hard else [0.4, 0.4, 0.2]))
     img, (W, H) = _scene(rng, hard, n_distract, scale)
@@ -579,12 +590,468 @@ def _touching(rng: np.random.Generator, img: np.ndarray, card: np.ndarray, count
         _paste(img, rgb, alpha, hom, shadow=rng.uniform(0, 0.4), shadow_shift=tuple(rng.normal(0, 4, 2)))
 
 
-def make_nocard_photo(seed: int, scale: float = 1.0) -> Photo:
-    """A photo with no card: surfaces, clutter and card-like rectangles (paper, phone, book, notes)."""
+def make_nocard_photo(seed: int, scale: float = 1.0, hard_bucket: Difficulty = "hard-v1") -> Photo:
+    """A photo with no card: surfaces, clutter and card-like rectangles (paper, phone, book, notes).
+
+    40% of them are hard; `hard_bucket="hard"` draws those as #13's hard scenes (look-alike cards, low
+    light, low JPEG quality); the default keeps the photos every figure so far was measured on."""
     rng = np.random.default_rng([seed, _SALT["nocard"]])
     hard = rng.random() < 0.4
+    if hard and hard_bucket == "hard":
+        return _hard_nocard(seed, scale)
     img, _ = _scene(rng, hard, int(rng.choice([0, 1, 2, 3], p=[0.15, 0.4, 0.3, 0.15])), scale)
     return Photo(image=_camera(rng, img, hard, scale), corners=None, card_id=None)
+
+
+# ------------------------------------------------------------------------------ the hard bucket (#13)
+# Real collectors' photos (issue #13): under a lamp, in a sleeve, at an angle, small in the frame, on a
+# table with other cards. Every range below is what docs/hard-photos.md documents; change them together.
+HARD_AREA = (0.15, 0.35)  # the card's share of the photo's area
+HARD_TILT_DEG = (10.0, 40.0)  # out of plane
+HARD_RIGHT_ANGLE_P = (
+    0.5  # in plane: 0/90/180/270 degrees give or take HARD_RIGHT_ANGLE_SD_DEG, else any angle
+)
+HARD_RIGHT_ANGLE_SD_DEG = 4.0
+HARD_GLARE_P = 0.7  # a band over the name row, the footer, or both
+HARD_GLARE_WIDTH = (15.0, 40.0)  # the band's half-width, in face px (face 838 px tall)
+HARD_GLARE_STRENGTH = (0.7, 1.0)  # how far toward white the band's centre goes
+HARD_GLARE_TILT_DEG = 4.0  # the band's angle to the text line, at most
+NAME_ROW = (40.0, 80.0)  # face rows where a name-row band is centred
+FOOTER_ROW = (772.0, 808.0)  # face rows where a footer band is centred
+HARD_SLEEVE_P = 0.5
+HARD_SLEEVE_TINTS = {  # film colours of common sleeves
+    "clear": (238.0, 242.0, 246.0),
+    "blue": (140.0, 185.0, 255.0),
+    "smoke": (90.0, 90.0, 95.0),
+    "yellowed": (250.0, 225.0, 140.0),
+    "red": (240.0, 120.0, 130.0),
+    "green": (150.0, 225.0, 160.0),
+}
+HARD_SLEEVE_FILM = (0.12, 0.35)  # the film's opacity over the face
+HARD_SLEEVE_REFLECTIONS = (1, 3)  # bright streaks across the sleeve
+HARD_SLEEVE_REFLECTION_STRENGTH = (0.15, 0.5)
+HARD_FINGER_P = 0.35  # a finger over a corner (60%) or over the name row / footer
+HARD_FINGER_WIDTH = (0.18, 0.28)  # of the card's width
+HARD_FINGER_TONES = ((226.0, 180.0, 150.0), (198.0, 140.0, 105.0), (141.0, 96.0, 70.0), (92.0, 62.0, 45.0))
+HARD_DEFOCUS_P = 0.6
+HARD_DEFOCUS_PX = (1.0, 3.5)  # radius of the disc the lens blurs a point into, at scale 1
+HARD_MOTION_P = 0.5
+HARD_MOTION_PX = (4.0, 20.0)  # length of the hand's shake during the exposure, at scale 1
+HARD_CAST_P = 0.6  # a white-balance error: warm (lamp), cool (shade), green (fluorescent) or magenta
+HARD_CAST = (0.06, 0.22)  # how far the red and blue gains move apart
+HARD_LOW_LIGHT_P = 0.4
+HARD_EXPOSURE = (0.3, 0.6)  # low light: the exposure's share of a good one (else 0.8..1.15)
+HARD_NOISE_SD = (2.0, 6.0)  # sensor noise in 0..255 units; low light: HARD_LOW_LIGHT_NOISE_SD
+HARD_LOW_LIGHT_NOISE_SD = (8.0, 18.0)
+HARD_JPEG_QUALITY = (30, 65)
+HARD_SHARPEN = (0.4, 1.5)  # unsharp-mask amount, as phone cameras sharpen before they encode
+HARD_SHARPEN_SIGMA = (1.0, 2.0)  # px at scale 1
+HARD_LOOKALIKE_P = 0.7  # other cards (or card-like rectangles) around the card
+HARD_LOOKALIKES = (1, 5)
+# Each effect draws its details from its own random stream, so switching one on or off (`look`) leaves
+# the rest of the photo as it was.
+_STREAMS = ("scene", "card", "glare", "pose", "touching", "lookalikes", "finger", "light", "blur", "noise")
+CARD_ASPECT = FACE_H / FACE_W
+
+
+@dataclass(frozen=True)
+class HardLook:
+    """The effects of one hard photo, drawn from its seed (`hard_look`); a caller may replace any of them."""
+
+    rotation_deg: float
+    tilt_deg: float
+    area: float  # the card's share of the photo
+    glare: Literal["name", "footer", "both"] | None
+    sleeve: str | None  # a HARD_SLEEVE_TINTS key
+    finger: Literal["corner", "text"] | None
+    defocus_px: float  # 0: sharp
+    motion_px: float  # 0: still
+    cast: tuple[float, float, float]  # RGB gains
+    exposure: float
+    noise_sd: float
+    sharpen: float  # 0: none
+    jpeg_quality: int
+    lookalikes: int
+
+
+def _draw_look(rng: np.random.Generator) -> HardLook:
+    if rng.random() < HARD_RIGHT_ANGLE_P:
+        rotation = 90.0 * int(rng.integers(0, 4)) + rng.normal(0, HARD_RIGHT_ANGLE_SD_DEG)
+    else:
+        rotation = rng.uniform(0, 360)
+    glare = rng.choice(["name", "footer", "both"]) if rng.random() < HARD_GLARE_P else None
+    sleeve = rng.choice(list(HARD_SLEEVE_TINTS)) if rng.random() < HARD_SLEEVE_P else None
+    finger: Literal["corner", "text"] | None = None
+    if rng.random() < HARD_FINGER_P:
+        finger = "corner" if rng.random() < 0.6 else "text"
+    defocus = rng.uniform(*HARD_DEFOCUS_PX) if rng.random() < HARD_DEFOCUS_P else 0.0
+    motion = rng.uniform(*HARD_MOTION_PX) if rng.random() < HARD_MOTION_P else 0.0
+    cast = (1.0, 1.0, 1.0)
+    if rng.random() < HARD_CAST_P:
+        u = rng.uniform(*HARD_CAST)
+        cast = [
+            (1 + u, 1.0, 1 - u),
+            (1 - u, 1.0, 1 + u),
+            (1 - u / 2, 1 + u / 2, 1 - u / 2),
+            (1 + u / 2, 1 - u / 2, 1 + u / 2),
+        ][int(rng.integers(0, 4))]
+    low = rng.random() < HARD_LOW_LIGHT_P
+    exposure = rng.uniform(*HARD_EXPOSURE) if low else rng.uniform(0.8, 1.15)
+    noise = rng.uniform(*(HARD_LOW_LIGHT_NOISE_SD if low else HARD_NOISE_SD))
+    lookalikes = (
+        int(rng.integers(HARD_LOOKALIKES[0], HARD_LOOKALIKES[1] + 1))
+        if rng.random() < HARD_LOOKALIKE_P
+        else 0
+    )
+    return HardLook(
+        rotation_deg=float(rotation),
+        tilt_deg=float(rng.uniform(*HARD_TILT_DEG)),
+        area=float(rng.uniform(*HARD_AREA)),
+        glare=None if glare is None else str(glare),  # type: ignore[arg-type]
+        sleeve=None if sleeve is None else str(sleeve),
+        finger=finger,
+        defocus_px=float(defocus),
+        motion_px=float(motion),
+        cast=tuple(float(c) for c in cast),  # type: ignore[arg-type]
+        exposure=float(exposure),
+        noise_sd=float(noise),
+        sharpen=float(rng.uniform(*HARD_SHARPEN)),
+        jpeg_quality=int(rng.integers(HARD_JPEG_QUALITY[0], HARD_JPEG_QUALITY[1] + 1)),
+        lookalikes=lookalikes,
+    )
+
+
+def hard_look(seed: int) -> HardLook:
+    """The effects `make_photo(face, seed, "hard")` draws for `seed` (start from it to force one)."""
+    return _draw_look(np.random.default_rng([seed, _SALT["hard"]]))
+
+
+def _streams(seed: int) -> dict[str, np.random.Generator]:
+    return {name: np.random.default_rng([seed, _SALT["hard"], 1000 + i]) for i, name in enumerate(_STREAMS)}
+
+
+def _hard_photo(
+    face: np.ndarray, seed: int, card_id: str | None, scale: float, touching: int, look: HardLook | None
+) -> Photo:
+    drawn = hard_look(seed)
+    look = drawn if look is None else look
+    rng = _streams(seed)
+    n_distract = int(rng["scene"].choice([0, 1, 2], p=[0.4, 0.4, 0.2]))
+    img, (W, H) = _scene(rng["scene"], True, n_distract, scale)
+    fh, fw = face.shape[:2]
+    if look.sleeve is not None:
+        rgb, alpha, off = _sleeve(rng["card"], face.astype(np.float32), HARD_SLEEVE_TINTS[look.sleeve])
+    else:
+        rgb, alpha, off = _bare_card(rng["card"], face.astype(np.float32))
+    if look.glare is not None:
+        _glare_bands(rng["glare"], rgb, off, fh, look.glare)
+    inner = np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32) + off - 0.5
+    hom = _pose(rng["pose"], rgb.shape[1], rgb.shape[0], inner, (W, H), look)
+    corners = cv2.perspectiveTransform(inner.reshape(-1, 1, 2), hom).reshape(4, 2).astype(np.float32)
+    if touching:
+        _touching(rng["touching"], img, corners, touching)
+    if look.lookalikes:
+        _lookalikes(rng["lookalikes"], img, corners, look.lookalikes)
+    shift = tuple(rng["pose"].normal(0, 0.01 * min(W, H), 2))
+    _paste(img, rgb, alpha, hom, shadow=rng["pose"].uniform(0.1, 0.5), shadow_shift=shift)
+    if look.finger is not None:
+        _finger(rng["finger"], img, hom, off, (fw, fh), look.finger, scale)
+    image, data = _phone_camera(rng, img, look, scale)
+    return Photo(image=image, corners=corners, card_id=card_id, jpeg=data)
+
+
+# ------------------------------------------------------------------------- hard: the card and sleeve
+def _bare_card(rng: np.random.Generator, face: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The card alone: the face with rounded corners, 2 px of transparent margin for antialiasing."""
+    fh, fw = face.shape[:2]
+    m = 2
+    rgb = np.zeros((fh + 2 * m, fw + 2 * m, 3), np.float32)
+    alpha = np.zeros(rgb.shape[:2], np.float32)
+    rgb[m : m + fh, m : m + fw] = face
+    alpha[m : m + fh, m : m + fw] = 1.0
+    _round_corners(alpha, m, m, fw, fh, rng.uniform(0.025, 0.05) * fw)
+    return rgb, alpha, float(m)
+
+
+def _sleeve(
+    rng: np.random.Generator, face: np.ndarray, tint: tuple[float, float, float]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The card in a tinted plastic sleeve: a coloured film over the face (sleeves shift every colour the
+    embedder sees), a rim around it and bright reflection streaks that wash out whatever they cross."""
+    fh, fw = face.shape[:2]
+    m = round(rng.uniform(0.02, 0.05) * fw)
+    rgb = np.zeros((fh + 2 * m, fw + 2 * m, 3), np.float32)
+    card = np.zeros(rgb.shape[:2], np.float32)
+    rgb[m : m + fh, m : m + fw] = face
+    card[m : m + fh, m : m + fw] = 1.0
+    _round_corners(card, m, m, fw, fh, rng.uniform(0.025, 0.05) * fw)
+    h, w = card.shape
+    film = np.ones((h, w), np.float32)
+    _round_corners(film, 0, 0, w, h, rng.uniform(2, 12))
+    colour = np.asarray(tint, np.float32) * rng.uniform(0.9, 1.05)
+    opacity = rng.uniform(*HARD_SLEEVE_FILM)
+    rim = np.zeros_like(film)
+    cv2.rectangle(rim, (0, 0), (w - 1, h - 1), 1.0, max(1, round(rng.uniform(1.5, 5))))
+    # Over the card the film tints; beyond it, the sleeve is a faint film with a darker rim.
+    over = film * np.where(card > 0, opacity, rng.uniform(0.1, 0.3) + rim * rng.uniform(0.2, 0.5))
+    rgb = (
+        rgb * card[..., None] * (1 - over[..., None])
+        + colour * np.where(rim[..., None] > 0, 0.6, 1.0) * over[..., None]
+    )
+    alpha = np.maximum(card, over * film)
+    rgb /= np.maximum(alpha, 1e-3)[..., None]
+    h, w = alpha.shape
+    yy, xx = np.mgrid[0:h:4, 0:w:4].astype(np.float32)
+    for _ in range(int(rng.integers(HARD_SLEEVE_REFLECTIONS[0], HARD_SLEEVE_REFLECTIONS[1] + 1))):
+        a = rng.uniform(0, math.pi)
+        d = (xx - rng.uniform(0, w)) * math.cos(a) + (yy - rng.uniform(0, h)) * math.sin(a)
+        half = rng.uniform(4, 40)  # plastic reflects a lamp as a streak with soft but short edges
+        band = np.clip((half - np.abs(d)) / (0.5 * half), 0, 1) * rng.uniform(
+            *HARD_SLEEVE_REFLECTION_STRENGTH
+        )
+        band = cv2.resize(band, (w, h), interpolation=cv2.INTER_LINEAR)
+        rgb += (255 - rgb) * (band * (alpha > 0))[..., None]
+    return rgb, alpha, float(m)
+
+
+def _glare_bands(rng: np.random.Generator, rgb: np.ndarray, off: float, face_h: int, where: str) -> None:
+    """A lamp's reflection lying across the name row and/or the footer: the lines the print reader needs,
+    which is what made real hard photos `print_unreadable` (#13). Blends toward white, in place."""
+    h, w = rgb.shape[:2]
+    rows = {"name": [NAME_ROW], "footer": [FOOTER_ROW], "both": [NAME_ROW, FOOTER_ROW]}[where]
+    yy, xx = np.mgrid[0:h:2, 0:w:2].astype(np.float32)
+    total = np.zeros(yy.shape, np.float32)
+    for lo, hi in rows:
+        cy = off + rng.uniform(lo, hi) * face_h / FACE_H
+        tilt = math.radians(rng.uniform(-HARD_GLARE_TILT_DEG, HARD_GLARE_TILT_DEG))
+        d = (yy - cy) * math.cos(tilt) - (xx - w / 2) * math.sin(tilt)  # distance from the band's axis
+        width = rng.uniform(*HARD_GLARE_WIDTH) * face_h / FACE_H
+        along = 1 - rng.uniform(0, 0.4) * ((xx - rng.uniform(0, w)) / w) ** 2  # not perfectly even
+        plateau = np.exp(-((d / width) ** 4))  # a lamp's reflection: flat-topped, soft-edged
+        total = np.maximum(total, plateau * along * rng.uniform(*HARD_GLARE_STRENGTH))
+    band = cv2.resize(total, (w, h), interpolation=cv2.INTER_LINEAR)
+    rgb += (255 - rgb) * np.clip(band, 0, 1)[..., None]
+
+
+# ---------------------------------------------------------------------------- hard: where the card lies
+def _pose(
+    rng: np.random.Generator,
+    obj_w: int,
+    obj_h: int,
+    inner: np.ndarray,
+    photo_wh: tuple[int, int],
+    look: HardLook,
+) -> np.ndarray:
+    """Homography from card-layer px to photo px: the look's rotation and tilt, the face quad covering
+    `look.area` of the photo (shrunk only if it cannot fit), all of it inside the frame."""
+    W, H = photo_wh
+    src = np.array([[0, 0], [obj_w, 0], [obj_w, obj_h], [0, obj_h]], np.float32) - 0.5
+    dst = _project(rng, obj_w, obj_h, math.radians(look.rotation_deg), math.radians(look.tilt_deg))
+    hom = cv2.getPerspectiveTransform(src, dst.astype(np.float32))
+    q = cv2.perspectiveTransform(inner.reshape(-1, 1, 2).astype(np.float32), hom).reshape(-1, 2)
+    outer = dst * math.sqrt(look.area * W * H / cv2.contourArea(q))
+    margin = 0.02 * min(W, H)
+    span = outer.max(0) - outer.min(0)
+    outer *= min(1.0, float(np.min((np.array([W, H]) - 2 * margin) / span)))
+    lo, hi = outer.min(0), outer.max(0)
+    offset = margin - lo + rng.random(2) * np.maximum(np.array([W, H]) - 2 * margin - (hi - lo), 0)
+    return cv2.getPerspectiveTransform(src, (outer + offset).astype(np.float32))
+
+
+def _lookalike(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A card-like face (border, name bar, art box, text lines, footer) as RGB + alpha: what lies next to a
+    collector's card on the table, and what the detector must not take for it."""
+    w, h = 300, round(300 * CARD_ASPECT)
+    borders = ((235, 200, 60), (200, 200, 205), (245, 245, 240), (25, 25, 30), (40, 70, 160))
+    rgb = np.zeros((h, w, 3), np.float32) + np.asarray(
+        borders[int(rng.integers(0, len(borders)))], np.float32
+    )
+    b = int(rng.integers(8, 16))
+    rgb[b : h - b, b : w - b] = _colour(rng, 60, 240)
+    rgb[2 * b + 30 : h // 2, 2 * b : w - 2 * b] = _ramp(
+        _fractal(rng, w - 4 * b, h // 2 - 2 * b - 30, 3), _colour(rng), _colour(rng)
+    )
+    dark = (20.0, 20.0, 20.0)
+    _text(rgb, _words(rng, 1), (2 * b, 2 * b + 18), cv2.FONT_HERSHEY_DUPLEX, 0.7, dark, 2)
+    for y in range(h // 2 + 20, h - 60, int(rng.integers(18, 30))):
+        _text(rgb, _words(rng, 3), (2 * b, y), cv2.FONT_HERSHEY_SIMPLEX, 0.4, dark, 1)
+    _text(rgb, _words(rng, 2), (2 * b, h - 2 * b), cv2.FONT_HERSHEY_SIMPLEX, 0.35, dark, 1)
+    alpha = np.ones((h, w), np.float32)
+    _round_corners(alpha, 0, 0, w, h, rng.uniform(0.025, 0.05) * w)
+    return rgb, alpha
+
+
+def _lookalikes(rng: np.random.Generator, img: np.ndarray, card: np.ndarray | None, count: int) -> None:
+    """Up to `count` card-sized look-alikes around the card (quad `card`, photo px; None: anywhere), placed
+    apart from it and from each other, maybe hanging off the frame: a table of cards, a binder page."""
+    H, W = img.shape[:2]
+    if card is not None:
+        card_h = float(0.5 * (np.linalg.norm(card[3] - card[0]) + np.linalg.norm(card[2] - card[1])))
+    else:
+        card_h = math.sqrt(rng.uniform(*HARD_AREA) * W * H * CARD_ASPECT)
+    taken = [] if card is None else [card.astype(np.float32)]
+    for _ in range(count):
+        rgb, alpha = _lookalike(rng)
+        h, w = alpha.shape
+        src = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32) - 0.5
+        s = card_h * rng.uniform(0.8, 1.1) / h
+        ang = rng.uniform(0, 2 * math.pi)
+        rot = np.array([[math.cos(ang), -math.sin(ang)], [math.sin(ang), math.cos(ang)]]) * s
+        for _try in range(12):
+            centre = (0.1 + 0.8 * rng.random(2)) * [W, H]  # mostly in frame
+            dst = ((src - [w / 2, h / 2]) @ rot.T + centre + rng.normal(0, 0.01 * card_h, (4, 2))).astype(
+                np.float32
+            )
+            if all(cv2.intersectConvexConvex(dst, q)[0] < 1.0 for q in taken):
+                break
+        else:
+            continue
+        taken.append(dst)
+        hom = cv2.getPerspectiveTransform(src, dst)
+        _paste(img, rgb, alpha, hom, shadow=rng.uniform(0, 0.4), shadow_shift=tuple(rng.normal(0, 4, 2)))
+
+
+def _finger(
+    rng: np.random.Generator,
+    img: np.ndarray,
+    hom: np.ndarray,
+    off: float,
+    face_wh: tuple[int, int],
+    where: str,
+    scale: float,
+) -> None:
+    """A finger or thumb holding the card: over one corner, or over the name row or footer, coming in from
+    outside the card. It hides what the detector's corners and the print reader rely on."""
+    fw, fh = face_wh
+    if where == "corner":
+        cx, cy = [(0, 0), (fw, 0), (fw, fh), (0, fh)][int(rng.integers(0, 4))]
+        inward = rng.uniform(0.1, 0.2) * fw
+        tip_face = (cx + (inward if cx == 0 else -inward), cy + (inward if cy == 0 else -inward))
+    else:
+        lo, hi = NAME_ROW if rng.random() < 0.5 else FOOTER_ROW
+        tip_face = (rng.uniform(0.3, 0.7) * fw, rng.uniform(lo, hi) * fh / FACE_H)
+    pts = np.array([tip_face, (fw / 2, fh / 2), (0, 0), (fw, 0)], np.float32) + off
+    tip, centre, tl, tr = cv2.perspectiveTransform(pts.reshape(-1, 1, 2), hom).reshape(-1, 2)
+    card_w = float(np.linalg.norm(tr - tl))
+    away = tip - centre
+    if where == "text":  # from the nearer long side, roughly across the card
+        side = (tr - tl) / max(card_w, 1e-6)
+        away = side * (1 if np.dot(away, side) >= 0 else -1)
+    ang = math.atan2(away[1], away[0]) + rng.normal(0, 0.3)
+    direction = np.array([math.cos(ang), math.sin(ang)])
+    width = rng.uniform(*HARD_FINGER_WIDTH) * card_w
+    base = tip + direction * card_w * 1.5
+    H, W = img.shape[:2]
+    pad = int(width)
+    x0 = int(max(0, min(tip[0], base[0]) - pad))
+    x1 = int(min(W, max(tip[0], base[0]) + pad))
+    y0 = int(max(0, min(tip[1], base[1]) - pad))
+    y1 = int(min(H, max(tip[1], base[1]) + pad))
+    if x1 <= x0 or y1 <= y0:
+        return
+    mask: np.ndarray = np.zeros((y1 - y0, x1 - x0), np.float32)
+    p0 = (round(tip[0] - x0 + direction[0] * width / 2), round(tip[1] - y0 + direction[1] * width / 2))
+    p1 = (round(base[0] - x0), round(base[1] - y0))
+    cv2.line(mask, p0, p1, 1.0, max(2, round(width)), cv2.LINE_AA)  # thick lines end in round caps
+    mask = cv2.GaussianBlur(mask, (0, 0), 0.8 * scale + 0.3)
+    # Rounded shading across the finger: bright along its axis, darker toward its sides.
+    yy, xx = np.mgrid[y0:y1, x0:x1].astype(np.float32)
+    across = np.abs((xx - tip[0]) * -direction[1] + (yy - tip[1]) * direction[0]) / (width / 2)
+    shade = 1.0 - 0.35 * np.clip(across, 0, 1) ** 2
+    tone = np.asarray(HARD_FINGER_TONES[int(rng.integers(0, len(HARD_FINGER_TONES)))], np.float32)
+    colour = tone * rng.uniform(0.8, 1.1) * shade[..., None]
+    sub = img[y0:y1, x0:x1]
+    sub += (colour - sub) * mask[..., None]
+
+
+# ------------------------------------------------------------------------------ hard: the phone camera
+def _light(
+    rng: np.random.Generator, img: np.ndarray, exposure: float, cast: tuple[float, float, float]
+) -> None:
+    """Uneven lamp light, a vignette, the exposure (low light: the sensor gets too few photons) and a
+    white-balance error (warm lamps, cool shade), in place."""
+    H, W = img.shape[:2]
+    yy, xx = np.mgrid[0:32, 0:32].astype(np.float32) / 31 - 0.5
+    a = rng.uniform(0, 2 * math.pi)
+    light = (
+        1
+        + rng.uniform(0, 0.6) * (xx * math.cos(a) + yy * math.sin(a))
+        - rng.uniform(0, 0.5) * (xx**2 + yy**2)
+    )
+    light = cv2.resize(light * exposure, (W, H), interpolation=cv2.INTER_LINEAR)
+    img *= light[..., None] * np.asarray(cast, np.float32)
+
+
+def _defocus(img: np.ndarray, radius: float) -> np.ndarray:
+    """A lens focused off the card spreads each point into a disc (not a Gaussian): soft print, same art."""
+    if radius < 0.5:
+        return img
+    r = math.ceil(radius)
+    k = np.zeros((2 * r + 1, 2 * r + 1), np.float32)
+    cv2.circle(k, (r, r), max(1, round(radius)), 1.0, -1, cv2.LINE_AA)
+    return cv2.filter2D(img, -1, k / k.sum())
+
+
+def _motion(rng: np.random.Generator, img: np.ndarray, length: float) -> np.ndarray:
+    """A hand that moved during the exposure: a line-shaped smear in one direction."""
+    if length < 1.5:
+        return img
+    n = int(length) | 1
+    k = np.zeros((n, n), np.float32)
+    c = n // 2
+    ang = rng.uniform(0, math.pi)
+    dx, dy = c * math.cos(ang), c * math.sin(ang)
+    cv2.line(k, (round(c - dx), round(c - dy)), (round(c + dx), round(c + dy)), 1.0, 1, cv2.LINE_AA)
+    return cv2.filter2D(img, -1, k / k.sum())
+
+
+def _noise(rng: np.random.Generator, img: np.ndarray, sd: float) -> None:
+    """Sensor noise, luminance at full resolution and chroma at half (as phone sensors show it), in place."""
+    H, W = img.shape[:2]
+    chroma = rng.standard_normal((H // 2, W // 2, 3), dtype=np.float32) * (sd * 0.5)
+    img += cv2.resize(chroma, (W, H), interpolation=cv2.INTER_LINEAR)
+    img += (rng.standard_normal((H, W), dtype=np.float32) * (sd * 0.8))[..., None]
+
+
+def _unsharp(img: np.ndarray, amount: float, sigma: float) -> np.ndarray:
+    """Phone sharpening (an unsharp mask): halos along edges and amplified noise, before the JPEG."""
+    if amount <= 0:
+        return img
+    return cv2.addWeighted(img, 1 + amount, cv2.GaussianBlur(img, (0, 0), sigma), -amount, 0)
+
+
+def _jpeg(img: np.ndarray, quality: int) -> tuple[np.ndarray, bytes]:
+    """The photo as the phone stores it: uint8 RGB decoded back from a JPEG of `quality`, and the bytes."""
+    out = np.clip(img, 0, 255).astype(np.uint8)
+    ok, buf = cv2.imencode(".jpg", out[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, quality])
+    decoded = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    assert ok and decoded is not None
+    return decoded[..., ::-1].copy(), buf.tobytes()
+
+
+def _phone_camera(
+    rng: dict[str, np.random.Generator], img: np.ndarray, look: HardLook, scale: float
+) -> tuple[np.ndarray, bytes]:
+    """Light, blur, noise, sharpening and JPEG in the order a phone applies them; lengths follow `scale`."""
+    _light(rng["light"], img, look.exposure, look.cast)
+    img = _defocus(img, look.defocus_px * scale)
+    img = _motion(rng["blur"], img, look.motion_px * scale)
+    _noise(rng["noise"], img, look.noise_sd)
+    sigma = rng["blur"].uniform(*HARD_SHARPEN_SIGMA) * scale
+    img = _unsharp(img, look.sharpen, sigma)
+    return _jpeg(img, look.jpeg_quality)
+
+
+def _hard_nocard(seed: int, scale: float) -> Photo:
+    """A hard scene with no card: look-alikes, a tinted lamp, low light, blur and a low-quality JPEG."""
+    look = hard_look(seed)
+    rng = _streams(seed)
+    img, _ = _scene(
+        rng["scene"], True, int(rng["scene"].choice([0, 1, 2, 3], p=[0.15, 0.4, 0.3, 0.15])), scale
+    )
+    _lookalikes(rng["lookalikes"], img, None, look.lookalikes)
+    image, data = _phone_camera(rng, img, look, scale)
+    return Photo(image=image, corners=None, card_id=None, jpeg=data)
 
 
 # ------------------------------------------------------------------------------------------ preview
@@ -605,8 +1072,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faces", type=Path, required=True, help="a render folder: <card id>/high.jpg")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--count", type=int, default=8)
-    parser.add_argument("--difficulty", choices=["standard", "hard"], default="standard")
-    parser.add_argument("--nocard", type=int, default=0, help="also write this many no-card photos")
+    parser.add_argument("--difficulty", choices=DIFFICULTIES, default="standard")
+    parser.add_argument(
+        "--nocard",
+        type=int,
+        default=0,
+        help="also write this many no-card photos (hard ones as --difficulty)",
+    )
     parser.add_argument("--seed-base", type=int, default=0)
     args = parser.parse_args(argv)
     faces = sorted(args.faces.glob("*/high.jpg"))
@@ -620,7 +1092,9 @@ def main(argv: list[str] | None = None) -> int:
         name = args.out / f"{args.difficulty}-{seed}.jpg"
         cv2.imwrite(str(name), draw_corners(photo.image, photo.corners)[..., ::-1])
     for i in range(args.nocard):
-        photo = make_nocard_photo(args.seed_base + i)
+        photo = make_nocard_photo(
+            args.seed_base + i, hard_bucket="hard" if args.difficulty == "hard" else "hard-v1"
+        )
         cv2.imwrite(str(args.out / f"nocard-{args.seed_base + i}.jpg"), photo.image[..., ::-1])
     print(f"wrote {args.count + args.nocard} photos to {args.out}")
     return 0

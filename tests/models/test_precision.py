@@ -51,7 +51,8 @@ def test_bf16_detector_finds_the_same_corners(faces: list[tuple[str, np.ndarray]
     fast = CardDetector(backend=Backend(precision="bf16"))
     photos = [
         make_photo(face, SEED + n, kind, cid)
-        for n, (kind, (cid, face)) in enumerate((k, f) for k in ("standard", "hard") for f in faces * 2)
+        # hard-v1: the bucket the shipped detector was trained on (#13's harder `hard` is for its retraining)
+        for n, (kind, (cid, face)) in enumerate((k, f) for k in ("standard", "hard-v1") for f in faces * 2)
     ]
     images = [p.image for p in photos]
     for photo, want, got in zip(photos, exact.locate_batch(images), fast.locate_batch(images), strict=True):

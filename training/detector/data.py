@@ -130,7 +130,7 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
     lo, hi = cfg.get("photo_scale", (1.0, 1.0))
     scale = float(rng.uniform(lo, hi)) if hi < 1 or lo < 1 else 1.0
     if rng.random() < cfg["p_nocard"]:
-        photo = make_nocard_photo(seed, scale=scale)
+        photo = make_nocard_photo(seed, scale=scale, hard_bucket="hard")  # #13's hard scenes
     else:
         path = faces[int(rng.integers(len(faces)))]
         difficulty: Literal["standard", "hard"] = "hard" if rng.random() < cfg["p_hard"] else "standard"

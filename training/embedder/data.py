@@ -7,9 +7,10 @@ colour casts, glare) and the card's sleeve or the thumb holding it. All amounts 
 image size, so the same `degrade` serves training (on low.jpg) and evaluation (on high.jpg).
 
 Alongside these cheap degraded faces, a share of pairs (`photo_p`) come from the real thing: a whole
-synthetic phone photo (`training.synth.make_photo`, standard or hard: glare over the text, heavy blur, small
-in frame, sleeves) rectified from its true corners moved by up to `corner_error` of the card's height, the
-detector's residue. That is the scanner's own view of a photo, so it teaches what the degraded faces miss.
+synthetic phone photo (`training.synth.make_photo`, standard or hard: #13's glare bands over the text,
+heavy blur, small in frame, tinted sleeves, fingers, low light) rectified from its true corners moved by up
+to `corner_error` of the card's height, the detector's residue. That is the scanner's own view of a photo,
+so it teaches what the degraded faces miss.
 
 Seeds: training views use seeds below 1_000_000, evaluation views 10_000_000 and up, so no evaluated
 photo was ever seen in training.
@@ -32,7 +33,7 @@ from torch.utils.data import Dataset
 from models.embedder import INPUT_H, INPUT_W, prepare, to_tensor
 from models.geometry import read_face, rectify
 from training.renders import read_manifest
-from training.synth import make_photo
+from training.synth import Difficulty, make_photo
 
 TRAIN_SEED_LIMIT = 1_000_000
 EVAL_SEED_BASE = 10_000_000
@@ -217,10 +218,18 @@ def degrade(face: np.ndarray, seed: int, strength: float = 1.0) -> np.ndarray:
     return _camera(img, rng)
 
 
-def photo_view(face: np.ndarray, seed: int, hard: bool, scale: float, corner_error: float) -> np.ndarray:
+def photo_view(
+    face: np.ndarray,
+    seed: int,
+    hard: bool,
+    scale: float,
+    corner_error: float,
+    hard_bucket: Difficulty = "hard",
+) -> np.ndarray:
     """The scanner's view of a synthetic phone photo of `face`: rectified from its true corners, each moved
-    by up to `corner_error` of the card's height (what the detector leaves), upright."""
-    photo = make_photo(face, seed, "hard" if hard else "standard", scale=scale)
+    by up to `corner_error` of the card's height (what the detector leaves), upright. Hard photos come
+    from `hard_bucket` (`hard-v1`: the bucket the shipped weights were trained on, before #13)."""
+    photo = make_photo(face, seed, hard_bucket if hard else "standard", scale=scale)
     assert photo.corners is not None
     rng = np.random.default_rng([seed, 7])
     height = float(np.linalg.norm(photo.corners[3] - photo.corners[0]))
