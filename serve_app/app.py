@@ -2,10 +2,13 @@
 
 Detection, OCR and embedding (with the FAISS index) are separate deployments, each batching requests
 with `@serve.batch` (a replica takes `max_ongoing_requests` >= `max_batch_size`, or batches never fill)
-and each placed on a GPU when the cluster has one. `ScanService` composes them. The `/v1` ingress, which
-has already authenticated, rate-limited and size-checked the request, calls `ScanService.scan_photo` with
-the photo's bytes through a Serve `DeploymentHandle` (or, from outside the Ray cluster, posts them to
-`POST /scan` on Ray's HTTP proxy). The answer names cards by id; the ingress adds the catalog fields.
+and each placed on a GPU when the cluster has one. `serve_app.pipeline.ScanPipeline` composes them. The
+`/v1` ingress, which has already authenticated, rate-limited and size-checked the request, runs that
+pipeline in its own process with DeploymentHandles to the three deployments (one Ray call per scan fewer
+than a hop through a composing replica). `ScanService`, the application's own ingress deployment, runs
+the same pipeline for Ray's HTTP proxy (`POST /scan`, for an ingress outside the Ray cluster) and holds
+the fusion thresholds the app was deployed with. The answer names cards by id; the ingress adds the
+catalog fields.
 
     photo bytes -> Detector.locate: decode at working scale, find the corners, rectify to the 600x838 face
                 -> Embedder.search: the face shrunk to 96x134, upright and turned 180°, keep the better
@@ -14,13 +17,13 @@ the photo's bytes through a Serve `DeploymentHandle` (or, from outside the Ray c
 
 Each deployment gets only what it needs (measured: docs/benchmarks.md, "Scanner load"): the
 Detector the compressed photo (decoding where the pixels are used saves moving a 4-37 MB array between
-processes), the Embedder a 38 KB thumbnail, the Reader the face. ScanService itself loads no network
-runtime (no torch): it only shrinks, turns and fuses.
+processes), the Embedder a 38 KB thumbnail, the Reader the face. The composing process (the ingress, or
+ScanService) loads no network runtime (no torch): it only passes references on and fuses.
 
 Runtime knobs (index directory, batch sizes, thresholds) arrive through `reconfigure(user_config)`,
 so a rebuilt index or new weights are swapped in by `serve deploy` without dropping requests. The
 Embedder also notices a rebuilt index directory on its own (`serve_app.index_bundle`, the one watcher);
-ScanService takes the print table of the build each search came from from the Embedder, never from disk.
+the pipeline takes the print table of the build each search came from from the Embedder, never from disk.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ import numpy as np
 import ray
 from ray import serve
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Histogram
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -47,29 +49,16 @@ from catalog_api.kit.scan_contract import ScanAnswer, ScanRefusal, refusal, refu
 from models.geometry import half_turn, rectify, shrink
 from serve_app.config import ScanConfig, resolve_device
 from serve_app.decoding import decode_photo, decode_photo_tensor
-from serve_app.fusion import (
-    Decision,
-    PrintTable,
-    Read,
-    Thresholds,
-    better_turn,
-    decide,
-    footer_candidates,
-)
+from serve_app.fusion import PrintTable, Thresholds
+from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, Hits, Located, ScanPipeline
 
 if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
     from serve_app.index_bundle import BundleWatcher, IndexBundle
 
 log = logging.getLogger("cardcat.scan")
-TABLES_KEPT = 2
 # How long a batch waits for more requests after its first: at one request in flight every stage waits
 # this long, and under load the queue fills batches while the previous one runs anyway.
 BATCH_WAIT_S = 0.002
-Hits = list[tuple[str, float]]
-# Stage latency buckets (seconds): a stage takes ~5 ms (search) to ~1 s (a 12 MP decode on a busy CPU).
-# Ray exports it as `ray_cardcat_scanner_stage_seconds` (deploy/grafana/cardcat.json).
-STAGE_METRIC = "cardcat_scanner_stage_seconds"
-STAGE_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]
 
 
 def _torch_threads(device: str, threads: int) -> None:
@@ -82,21 +71,6 @@ def _torch_threads(device: str, threads: int) -> None:
     if torch.get_num_interop_threads() != 1:
         with contextlib.suppress(RuntimeError):  # fixed for good once torch ran anything in this process
             torch.set_num_interop_threads(1)
-
-
-@dataclasses.dataclass(frozen=True)
-class Located:
-    """The Detector's answer for one photo. `face` is a Ray object reference to the rectified 600x838 face
-    (None: no card found): ScanService passes it on to the Reader without ever fetching the 1.5 MB
-    itself; `thumbnail` is the face already shrunk for the Embedder (38 KB, sent inline). `error` says why
-    the bytes could not be decoded (the spec's code and message)."""
-
-    face: Any = None
-    thumbnail: np.ndarray | None = None
-    error: tuple[str, str] | None = None
-    # Seconds this photo spent in the replica's stages: `decode` (its own), `locate` (its batch's
-    # detector pass and rectification).
-    timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @serve.deployment(max_ongoing_requests=32)
@@ -305,7 +279,10 @@ class Embedder:
 
 @serve.deployment(max_ongoing_requests=64)
 class ScanService:
-    """Composes the three model deployments and fuses their answers; loads no network runtime."""
+    """`ScanPipeline` as a deployment, for callers that reach the app rather than its models: Ray's HTTP
+    proxy, and Serve configs deployed for an ingress elsewhere. `cardcat serve`'s ingress runs the same
+    pipeline in its own process and asks this replica only for the fusion thresholds. Loads no network
+    runtime."""
 
     def __init__(
         self,
@@ -314,34 +291,17 @@ class ScanService:
         reader: DeploymentHandle,
         config: dict[str, Any],
     ) -> None:
-        self.detector, self.embedder, self.reader = detector, embedder, reader
         self.config = ScanConfig(**config)
-        self.thresholds = self.config.fusion_thresholds()
-        # Print tables by build stamp: while Embedder replicas move to a new build, both are in use.
-        self.tables: dict[str, PrintTable] = {}
-        self.latest: PrintTable | None = None
-        self.embed_size: tuple[int, int] | None = None
-        # Exported through Ray's metrics (each node's metrics agent, `ray_` prefixed, with the
-        # deployment's and replica's tags); the same timings travel back with each decision.
-        self.stage_latency = Histogram(
-            STAGE_METRIC,
-            description="Scanner stage latency: decode and locate (in the Detector replica), search and "
-            "read (each call as ScanService waits for it, queueing and batching included), fuse, total.",
-            boundaries=STAGE_BUCKETS,
-            tag_keys=("stage",),
-        )
+        self.pipeline = ScanPipeline(detector, embedder, reader, self.config.fusion_thresholds())
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         if config.get("thresholds"):
-            self.thresholds = Thresholds(**config["thresholds"])
+            self.pipeline.thresholds = Thresholds(**config["thresholds"])
 
-    async def _fetch_table(self) -> tuple[str, PrintTable]:
-        stamp, table = await self.embedder.print_table.remote()
-        self.tables = {s: t for s, t in self.tables.items() if s != stamp} | {stamp: table}
-        while len(self.tables) > TABLES_KEPT:
-            del self.tables[next(iter(self.tables))]
-        self.latest = table
-        return stamp, table
+    def fusion_thresholds(self) -> dict[str, float]:
+        """The thresholds this app fuses with (its args, or a later user_config): an ingress composing
+        scans itself fetches them from here, so one deployment config holds them."""
+        return dataclasses.asdict(self.pipeline.thresholds)
 
     async def __call__(self, request: Request) -> JSONResponse:
         """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body. The proxy is off unless an
@@ -358,59 +318,9 @@ class ScanService:
         return JSONResponse(answer, status_code=status)
 
     async def scan_photo(self, data: bytes) -> ScanAnswer:
-        """The ingress's call (through a DeploymentHandle): the decision as JSON-ready data, or
-        `{"error": {code, message}}` when the bytes are not a photo we can decode."""
-        started = time.perf_counter()
-        if self.embed_size is None:
-            self.embed_size = tuple(await self.embedder.input_size.remote())
-        located: Located = await self.detector.locate.remote((data, self.embed_size))
-        timings = dict(located.timings)
-        if located.error is not None:
-            self._observe(timings)
-            code, message = located.error
-            return refusal(code, message)
-        answer = (await self.scan(located, timings)).as_dict()
-        timings["total"] = time.perf_counter() - started
-        self._observe(timings)
-        answer["timings"] = timings
-        return answer
-
-    def _observe(self, timings: dict[str, float]) -> None:
-        for stage, seconds in timings.items():
-            self.stage_latency.observe(seconds, tags={"stage": stage})
-
-    async def scan(self, located: Located, timings: dict[str, float] | None = None) -> Decision:
-        """The decision for a located photo; `timings` receives the `search`, `read` and `fuse` seconds."""
-        spent = timings if timings is not None else {}
-        if located.face is None or located.thumbnail is None:
-            latest = self.latest or (await self._fetch_table())[1]
-            started = time.perf_counter()
-            decision = decide({}, None, latest, self.thresholds)
-            spent["fuse"] = time.perf_counter() - started
-            return decision
-        started = time.perf_counter()
-        for _ in range(2):
-            upright, upside_down, stamp = await self.embedder.search.remote(located.thumbnail)
-            known = self.tables.get(stamp)
-            if known is None:
-                fetched, table = await self._fetch_table()
-                if fetched != stamp:  # another replica answered from another build: search again
-                    continue
-            else:
-                table = known
-            break
-        else:
-            raise RuntimeError(f"no print table for index build {stamp}")
-        spent["search"] = time.perf_counter() - started
-        turned, hits = better_turn(False, True, upright, upside_down)
-        footers = footer_candidates(hits, table, self.thresholds.race_window)
-        started = time.perf_counter()
-        read = await self.reader.read.remote((located.face, turned, footers))
-        spent["read"] = time.perf_counter() - started
-        started = time.perf_counter()
-        decision = decide(dict(hits), Read(**read), table, self.thresholds)
-        spent["fuse"] = time.perf_counter() - started
-        return decision
+        """The decision as JSON-ready data, or `{"error": {code, message}}` when the bytes are not a photo
+        we can decode."""
+        return await self.pipeline.scan_photo(data)
 
 
 def _wants_gpu(device: str) -> bool:
@@ -435,10 +345,15 @@ def build_app(args: dict[str, Any]) -> Any:
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
     deployments: Any = {"detector": Detector, "embedder": Embedder, "reader": Reader, "service": ScanService}
     replicas = config.replicas
-    detector = deployments["detector"].options(ray_actor_options=tensor_models, num_replicas=replicas)
-    embedder = deployments["embedder"].options(ray_actor_options=tensor_models, num_replicas=replicas)
-    reader = deployments["reader"].options(ray_actor_options=models, num_replicas=replicas)
-    service = deployments["service"].options(ray_actor_options={"num_cpus": 0.25})
+    # Named as the ingress asks for them (serve_app.pipeline), whatever the classes are called.
+    detector = deployments["detector"].options(
+        name=DETECTOR, ray_actor_options=tensor_models, num_replicas=replicas
+    )
+    embedder = deployments["embedder"].options(
+        name=EMBEDDER, ray_actor_options=tensor_models, num_replicas=replicas
+    )
+    reader = deployments["reader"].options(name=READER, ray_actor_options=models, num_replicas=replicas)
+    service = deployments["service"].options(name=SERVICE, ray_actor_options={"num_cpus": 0.25})
     # Warnings only, no access log: a line per request and stage is I/O the scanner pays for on every call.
     quiet = {"log_level": "WARNING", "enable_access_log": False}
     detector, embedder, reader, service = (

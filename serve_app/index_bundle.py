@@ -7,8 +7,9 @@ lands between two reads, so a bundle is read through one open handle on the dire
 renamed meanwhile, the handle still names the build it was opened on. A build whose files vanish under
 the handle (the old directory deleted after a swap) is simply read again.
 
-Only the Embedder watches the directory. ScanService asks the Embedder for the table of the build its
-hits came from (by `stamp`), so the scanner never fuses hits of one build with the table of another.
+Only the Embedder watches the directory. The scan pipeline (serve_app.pipeline) asks the Embedder for
+the table of the build its hits came from (by `stamp`), so the scanner never fuses hits of one build
+with the table of another.
 """
 
 from __future__ import annotations

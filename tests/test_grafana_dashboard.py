@@ -38,7 +38,7 @@ def metric_names(dashboard: dict[str, Any]) -> set[str]:
 def exported_names() -> set[str]:
     from catalog_api.kit.metrics import DECLARED
     from catalog_api.ops.scrape_metrics import SCRAPED_NAMES
-    from serve_app.app import STAGE_METRIC
+    from serve_app.pipeline import STAGE_METRIC
 
     names = set(SCRAPED_NAMES)
     for metric in DECLARED:

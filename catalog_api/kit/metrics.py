@@ -57,9 +57,9 @@ SCANS = Counter("cardcat_scans_total", "POST /v1/scan answers by outcome.", ["ou
 SCAN_ERROR_CODES = Counter(
     "cardcat_scan_errors_total", "POST /v1/scan error answers by error code.", ["code"]
 )
-# The stages the scanner reports with each decision (`ScanDecision.timings`, measured in the Ray
-# replicas); the scanner also exports them itself through Ray's metrics as
-# `ray_cardcat_scanner_stage_seconds`.
+# The stages the scanner reports with each decision (`ScanDecision.timings`: decode and locate measured
+# in the Detector replica, the rest where the scan is composed, serve_app.pipeline); the scanner also
+# exports them itself through Ray's metrics as `ray_cardcat_scanner_stage_seconds`.
 SCAN_STAGES = ("decode", "locate", "search", "read", "fuse", "total")
 SCAN_STAGE_LATENCY = Histogram(
     "cardcat_scan_stage_seconds",

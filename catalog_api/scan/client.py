@@ -1,24 +1,31 @@
-"""How the ingress reaches the scanner: a Ray Serve `DeploymentHandle`, or HTTP to Ray's proxy.
+"""How the ingress reaches the scanner: Ray Serve `DeploymentHandle`s, or HTTP to Ray's proxy.
 
-The handle is the default when the ingress can join the scanner's Ray cluster (`cardcat serve` starts
+The handles are the default when the ingress can join the scanner's Ray cluster (`cardcat serve` starts
 Ray in its own process; `CARDCAT_SCAN_APP` names the Serve application, `CARDCAT_RAY_ADDRESS` the
-cluster). A call then goes straight from this process to a ScanService replica over Ray's own transport:
-no second HTTP server parses the photo again, and Ray's HTTP proxy (measured at ~100 trivial requests/s
-on two cores, 5-10 ms of CPU per request) need not run at all. `CARDCAT_SCAN_URL` (HTTP) stays for an
-ingress outside the cluster. Both answer the scan contract's `ScanDecision` and raise the same errors,
-and both try a failed call once more before answering `503 scan_unavailable` with `Retry-After`.
+cluster). The ingress then composes each scan itself (`serve_app.pipeline.ScanPipeline`, the code the
+app's ScanService runs too) with handles to the app's Detector, Embedder and Reader: the photo goes
+straight from this process to the Detector over Ray's own transport, no second HTTP server parses it
+again, Ray's HTTP proxy (measured at ~100 trivial requests/s on two cores, 5-10 ms of CPU per request)
+need not run at all, and no composing replica sits between (one Ray call and ~10 ms of CPU per scan
+fewer: docs/scanner-performance.md). `CARDCAT_SCAN_URL` (HTTP) stays for an ingress outside the cluster.
+Both answer the scan contract's `ScanDecision` and raise the same errors, and both try a failed scan once
+more before answering `503 scan_unavailable` with `Retry-After`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol, cast
+import time
+from typing import TYPE_CHECKING, Protocol, cast
 
 import httpx
 
 from catalog_api.kit.errors import ScanUnavailable
 from catalog_api.kit.scan_contract import ScanAnswer, ScanDecision, ScanRefusal, refusal_error
+
+if TYPE_CHECKING:
+    from serve_app.pipeline import ScanPipeline
 
 log = logging.getLogger("cardcat.scan")
 # A scan is a pure function of its photo, so a call that died with its replica (or hit an app being
@@ -29,6 +36,9 @@ RETRY_AFTER_S = 2
 # A call Ray cannot place (the app deleted, or every replica gone and none yet restarted) waits for a
 # replica rather than failing; past this the client is told to come back instead of waiting on.
 CALL_TIMEOUT_S = 60.0
+# How often the ingress asks the app's ScanService for the fusion thresholds it was deployed with: a new
+# user_config reaches the ingress within this, at one small call per worker per period.
+THRESHOLDS_REFRESH_S = 30.0
 
 
 def unavailable(message: str) -> ScanUnavailable:
@@ -72,15 +82,23 @@ class HTTPScanClient:
 
 
 class ServeHandleScanClient:
-    """Calls `ScanService.scan_photo` of Serve application `app_name` through a DeploymentHandle."""
+    """Composes each scan in this process from the Detector, Embedder and Reader of Serve application
+    `app_name`, called through DeploymentHandles (`serve_app.pipeline`)."""
 
     def __init__(self, app_name: str, address: str = "auto") -> None:
         import ray
         from ray import serve
 
+        from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, ScanPipeline
+
         if not ray.is_initialized():  # a uvicorn worker of its own, or an ingress beside a cluster
             ray.init(address=address or "auto", logging_level=logging.WARNING, log_to_driver=False)
-        self.handle = serve.get_app_handle(app_name)
+        detector, embedder, reader, service = (
+            serve.get_deployment_handle(name, app_name) for name in (DETECTOR, EMBEDDER, READER, SERVICE)
+        )
+        self.pipeline: ScanPipeline = ScanPipeline(detector, embedder, reader)
+        self.service = service
+        self.thresholds_due = 0.0
 
     async def scan(self, photo: bytes) -> ScanDecision:
         for attempt in range(1, ATTEMPTS + 1):
@@ -99,8 +117,12 @@ class ServeHandleScanClient:
         return cast(ScanDecision, answer)
 
     async def _call(self, photo: bytes) -> ScanAnswer:
-        answer: ScanAnswer = await self.handle.scan_photo.remote(photo)
-        return answer
+        if time.monotonic() >= self.thresholds_due:
+            from serve_app.fusion import Thresholds
+
+            self.pipeline.thresholds = Thresholds(**await self.service.fusion_thresholds.remote())
+            self.thresholds_due = time.monotonic() + THRESHOLDS_REFRESH_S
+        return await self.pipeline.scan_photo(photo)
 
     async def aclose(self) -> None:
         return None

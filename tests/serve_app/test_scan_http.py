@@ -242,6 +242,14 @@ def test_no_ray_http_proxy_runs_beside_the_ingress(scanner: Service):
     assert names and not [n for n in names if b"ProxyActor" in n]
 
 
+def test_the_ingress_composes_scans_without_torch(client: httpx.Client, scanner: Service):
+    """The uvicorn process runs the scan pipeline itself (serve_app.pipeline): after a scan answered
+    through it, no torch library is mapped there (torch costs ~520 MB a process)."""
+    assert "matches" in ok(scan(client, photo_of("swsh10tg-TG01")))
+    maps = Path(f"/proc/{scanner.processes[0].pid}/maps").read_text()
+    assert "libtorch" not in maps and "libc10" not in maps
+
+
 def _descends_from(pid: int, root: int) -> bool:
     while pid > 1:
         if pid == root:

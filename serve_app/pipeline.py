@@ -1,0 +1,143 @@
+"""One scan composed from the scanner's three model deployments, wherever that composition runs.
+
+`ScanPipeline` holds DeploymentHandles to the Detector, Embedder and Reader of one Serve application and
+turns a photo's bytes into a decision: locate, search, read, fuse. Two callers share it, so the logic
+exists once:
+
+- the `/v1` ingress (`catalog_api.scan.client.ServeHandleScanClient`) runs it in the uvicorn worker
+  itself: one Ray call per scan fewer than going through a ScanService replica (measured:
+  docs/scanner-performance.md);
+- the `ScanService` deployment (`serve_app.app`) runs it for Ray's HTTP proxy (`POST /scan`) and for
+  Serve configs whose ingress is elsewhere (deploy/).
+
+It loads no network runtime (no torch, no FAISS): the ingress imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Histogram
+
+from catalog_api.kit.scan_contract import ScanAnswer, refusal
+from serve_app.fusion import Decision, PrintTable, Read, Thresholds, better_turn, decide, footer_candidates
+
+# The application's deployment names (the classes in serve_app.app, and the names deploy/ configs use).
+DETECTOR, EMBEDDER, READER, SERVICE = "Detector", "Embedder", "Reader", "ScanService"
+TABLES_KEPT = 2
+Hits = list[tuple[str, float]]
+# Stage latency buckets (seconds): a stage takes ~5 ms (search) to ~1 s (a 12 MP decode on a busy CPU).
+# Ray exports it as `ray_cardcat_scanner_stage_seconds` (deploy/grafana/cardcat.json).
+STAGE_METRIC = "cardcat_scanner_stage_seconds"
+STAGE_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """The Detector's answer for one photo. `face` is a Ray object reference to the rectified 600x838 face
+    (None: no card found): the pipeline passes it on to the Reader without ever fetching the 1.5 MB
+    itself; `thumbnail` is the face already shrunk for the Embedder (38 KB, sent inline). `error` says why
+    the bytes could not be decoded (the spec's code and message)."""
+
+    face: Any = None
+    thumbnail: np.ndarray | None = None
+    error: tuple[str, str] | None = None
+    # Seconds this photo spent in the replica's stages: `decode` (its own), `locate` (its batch's
+    # detector pass and rectification).
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+class ScanPipeline:
+    """Composes the three model deployments and fuses their answers."""
+
+    def __init__(
+        self,
+        detector: DeploymentHandle,
+        embedder: DeploymentHandle,
+        reader: DeploymentHandle,
+        thresholds: Thresholds | None = None,
+    ) -> None:
+        self.detector, self.embedder, self.reader = detector, embedder, reader
+        self.thresholds = thresholds or Thresholds()
+        # Print tables by build stamp: while Embedder replicas move to a new build, both are in use.
+        self.tables: dict[str, PrintTable] = {}
+        self.latest: PrintTable | None = None
+        self.embed_size: tuple[int, int] | None = None
+        # Exported through Ray's metrics (each node's metrics agent, `ray_` prefixed; in a ScanService
+        # replica with the deployment's and replica's tags, in the ingress without); the same timings
+        # travel back with each decision.
+        self.stage_latency = Histogram(
+            STAGE_METRIC,
+            description="Scanner stage latency: decode and locate (in the Detector replica), search and "
+            "read (each call as the composing process waits for it, queueing and batching included), "
+            "fuse, total.",
+            boundaries=STAGE_BUCKETS,
+            tag_keys=("stage",),
+        )
+
+    async def _fetch_table(self) -> tuple[str, PrintTable]:
+        stamp, table = await self.embedder.print_table.remote()
+        self.tables = {s: t for s, t in self.tables.items() if s != stamp} | {stamp: table}
+        while len(self.tables) > TABLES_KEPT:
+            del self.tables[next(iter(self.tables))]
+        self.latest = table
+        return stamp, table
+
+    async def scan_photo(self, data: bytes) -> ScanAnswer:
+        """The decision for a photo's bytes as JSON-ready data, with its stage `timings`, or
+        `{"error": {code, message}}` when the bytes are not a photo we can decode."""
+        started = time.perf_counter()
+        if self.embed_size is None:
+            self.embed_size = tuple(await self.embedder.input_size.remote())
+        located: Located = await self.detector.locate.remote((data, self.embed_size))
+        timings = dict(located.timings)
+        if located.error is not None:
+            self._observe(timings)
+            code, message = located.error
+            return refusal(code, message)
+        answer = (await self.scan(located, timings)).as_dict()
+        timings["total"] = time.perf_counter() - started
+        self._observe(timings)
+        answer["timings"] = timings
+        return answer
+
+    def _observe(self, timings: dict[str, float]) -> None:
+        for stage, seconds in timings.items():
+            self.stage_latency.observe(seconds, tags={"stage": stage})
+
+    async def scan(self, located: Located, timings: dict[str, float] | None = None) -> Decision:
+        """The decision for a located photo; `timings` receives the `search`, `read` and `fuse` seconds."""
+        spent = timings if timings is not None else {}
+        if located.face is None or located.thumbnail is None:
+            latest = self.latest or (await self._fetch_table())[1]
+            started = time.perf_counter()
+            decision = decide({}, None, latest, self.thresholds)
+            spent["fuse"] = time.perf_counter() - started
+            return decision
+        started = time.perf_counter()
+        for _ in range(2):
+            upright, upside_down, stamp = await self.embedder.search.remote(located.thumbnail)
+            known = self.tables.get(stamp)
+            if known is None:
+                fetched, table = await self._fetch_table()
+                if fetched != stamp:  # another replica answered from another build: search again
+                    continue
+            else:
+                table = known
+            break
+        else:
+            raise RuntimeError(f"no print table for index build {stamp}")
+        spent["search"] = time.perf_counter() - started
+        turned, hits = better_turn(False, True, upright, upside_down)
+        footers = footer_candidates(hits, table, self.thresholds.race_window)
+        started = time.perf_counter()
+        read = await self.reader.read.remote((located.face, turned, footers))
+        spent["read"] = time.perf_counter() - started
+        started = time.perf_counter()
+        decision = decide(dict(hits), Read(**read), table, self.thresholds)
+        spent["fuse"] = time.perf_counter() - started
+        return decision
