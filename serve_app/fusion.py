@@ -103,10 +103,11 @@ class Thresholds:
     # other artwork is at least `sure_margin` below it. Then a photo the rules above leave
     # `print_unreadable` is answered with that artwork's reprint group as a race (#13); a unique artwork
     # still needs `accept_alone` (validation photos were wrong alone at 0.80-0.84 with margins to 0.13).
-    # Chosen on validation photos (benchmarks/fusion_sweep.py --grid sure; docs/hard-photos.md#fusion):
-    # 0.75-0.80 with 0.03-0.05 read the most; lower or narrower added only wrong races.
+    # Chosen on validation photos (benchmarks/fusion_sweep.py --grid sure, both hard buckets;
+    # docs/hard-photos.md#fusion): 0.70-0.78 with 0.03 put the most true cards among the matches; 0.80
+    # and up lost hard-v1's, a wider margin lost some of each, lower similarities only added wrong races.
     sure_similarity: float = 0.78
-    sure_margin: float = 0.05
+    sure_margin: float = 0.03
 
 
 @dataclass
@@ -423,12 +424,13 @@ def reprint_order(
     group: list[CardPrint], read: Read | None, similar: Mapping[str, float], table: PrintTable
 ) -> list[CardPrint]:
     """An artwork's reprints best first when the footer is too blurred for its odds to count (#13: five
-    of a larger group must still hold the photo's card). The picture first, to two decimals (frames
-    differ between eras, so it does tell some reprints apart; closer than 0.01 is noise, and a reprint
-    the search did not return scores 0); then what the print still shows below the confidence floor:
-    how many read fields agree with the card (the set code, snapped to a known one; the printed total;
-    the number, by the share of its glyphs that match, so '17' counts for 171 more than for 121); then
-    the card's footer line's log P under CTC (scored even below the floor); then the id."""
+    of a larger group must still hold the photo's card). The picture first: reprints differ in frame,
+    set symbol and footer, and on validation photos even its smallest differences put the right card
+    first more often than anything read below the floor. Then, for reprints the search did not return
+    (similarity 0) and ties, what the print still shows: how many read fields agree with the card at
+    any confidence (the set code, snapped to a known one; the printed total; the number, by the share
+    of its glyphs that match, so '17' counts for 171 more than for 121); then the card's footer line's
+    log P under CTC (scored even below the floor); then the id."""
     scores = read.footer_scores if read else {}
     code = snap_code(read.set_code.strip().upper(), table.codes) if read and read.set_code else None
     total = _total(read.printed_total) if read else None
@@ -442,8 +444,7 @@ def reprint_order(
             agree += 1.0
         if number is not None and card.number_key:
             agree += fuzz.ratio(number, card.number_key) / 100
-        picture = math.floor(similar.get(card.id, 0.0) * 100)
-        return (-picture, -agree, -scores.get(card.footer, -math.inf), card.id)
+        return (-similar.get(card.id, 0.0), -agree, -scores.get(card.footer, -math.inf), card.id)
 
     return sorted(group, key=key)
 
