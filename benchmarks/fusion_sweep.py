@@ -157,7 +157,7 @@ def main() -> int:
         rows.append({"thresholds": setting, **score(jobs, table, Thresholds(**setting))})
     keys = [k for k in rows[0] if k != "thresholds"]
     print(" | ".join([*grid, *(k.replace(".top", " t") for k in keys)]))
-    for row in sorted(rows, key=lambda r: (r["confident_wrong"], -r["standard.shared.top1"])):
+    for row in sorted(rows, key=lambda r: (r["confident_wrong"], -r.get("standard.shared.top1", 0.0))):
         cells = [f"{v:.2f}" for v in row["thresholds"].values()] + [f"{row[k]:.3f}" for k in keys]
         print(" | ".join(cells))
     default = {f.name: f.default for f in dataclasses.fields(Thresholds) if f.name in grid}
