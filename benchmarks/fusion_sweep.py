@@ -10,6 +10,7 @@ rates are printed and written to JSON.
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
         [--hard-bucket hard|hard-v1]   # training.synth's hard bucket (#13's, or the one before it)
         [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
+        [--grid print|sure]   # which thresholds to sweep (GRIDS)
 """
 
 from __future__ import annotations
@@ -35,13 +36,22 @@ from tests.harness import REPO, SHARED_CATALOG, Service, create_database
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 20_000_000
-GRID = {
-    "field_confidence": (0.5, 0.7),
-    "min_similarity": (0.76, 0.78, 0.8),
-    "accept_with_print": (0.82, 0.86),
-    "accept_alone": (0.0, 0.85, 0.89, 0.92),
-    "footer_accept": (0.8, 0.9, 0.97),
-    "footer_floor": (0.0, 0.01, 0.03, 0.1, 0.3, 0.5),
+GRIDS = {
+    # The print's and the footer's floors (the default grid, as docs/scanner.md's choices were made).
+    "print": {
+        "field_confidence": (0.5, 0.7),
+        "min_similarity": (0.76, 0.78, 0.8),
+        "accept_with_print": (0.82, 0.86),
+        "accept_alone": (0.0, 0.85, 0.89, 0.92),
+        "footer_accept": (0.8, 0.9, 0.97),
+        "footer_floor": (0.0, 0.01, 0.03, 0.1, 0.3, 0.5),
+    },
+    # When a picture is sure enough of an artwork to answer its reprint group (#13), the rest at defaults.
+    "sure": {
+        "sure_similarity": (0.65, 0.7, 0.72, 0.75, 0.78, 0.8, 0.82, 0.85, 2.0),  # 2.0: never
+        "sure_margin": (0.02, 0.03, 0.05, 0.08, 0.1),
+        "accept_alone": (0.8, 0.85),
+    },
 }
 
 
@@ -105,6 +115,7 @@ def main() -> int:
     parser.add_argument("--nocard", type=int, default=100)
     parser.add_argument("--hard-bucket", choices=["hard", "hard-v1"], default="hard")
     parser.add_argument("--observed", type=Path, help="JSON of the models' outputs: written, or replayed")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="print")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
     args = parser.parse_args()
     from benchmarks.scan_accuracy import sample_cards
@@ -139,17 +150,18 @@ def main() -> int:
         if args.observed:
             args.observed.write_text(json.dumps([table_records, jobs]))
     print(f"observed {len(jobs)} photos in {time.perf_counter() - started:.0f} s")
+    grid = GRIDS[args.grid]
     rows: list[dict[str, Any]] = []
-    for values in itertools.product(*GRID.values()):
-        setting = dict(zip(GRID, values, strict=True))
+    for values in itertools.product(*grid.values()):
+        setting = dict(zip(grid, values, strict=True))
         rows.append({"thresholds": setting, **score(jobs, table, Thresholds(**setting))})
     keys = [k for k in rows[0] if k != "thresholds"]
-    print(" | ".join([*GRID, *(k.replace(".top", " t") for k in keys)]))
-    for row in sorted(rows, key=lambda r: (r["confident_wrong"], -r["standard.shared.top1"])):
+    print(" | ".join([*grid, *(k.replace(".top", " t") for k in keys)]))
+    for row in sorted(rows, key=lambda r: (r["confident_wrong"], -r.get("standard.shared.top1", 0.0))):
         cells = [f"{v:.2f}" for v in row["thresholds"].values()] + [f"{row[k]:.3f}" for k in keys]
         print(" | ".join(cells))
-    default = {f.name: f.default for f in dataclasses.fields(Thresholds) if f.name in GRID}
-    report = {"default": default, "seed_base": SEED_BASE, "rows": rows}
+    default = {f.name: f.default for f in dataclasses.fields(Thresholds) if f.name in grid}
+    report = {"default": default, "seed_base": SEED_BASE, "grid": args.grid, "rows": rows}
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rapidfuzz import fuzz
+from rapidfuzz.distance import Levenshtein
 
 from catalog_api.kit.cardtext import footer_line, normalize_number
 from catalog_api.kit.scan_contract import (
@@ -98,6 +99,15 @@ class Thresholds:
     # (benchmarks/fusion_sweep.py): 0.03 answered reprints best with 1 confident wrong in 500 card photos;
     # 0.01 read one more reprint and made one more wrong; 0.1 and up lost reprints; 0.0 made 8% wrong.
     footer_floor: float = 0.03
+    # The picture is sure of one artwork when its best card scores at least `sure_similarity` and every
+    # other artwork is at least `sure_margin` below it. Then a photo the rules above leave
+    # `print_unreadable` is answered with that artwork's reprint group as a race (#13); a unique artwork
+    # still needs `accept_alone` (validation photos were wrong alone at 0.80-0.84 with margins to 0.13).
+    # Chosen on validation photos (benchmarks/fusion_sweep.py --grid sure, both hard buckets;
+    # docs/hard-photos.md#fusion): 0.70-0.78 with 0.03 put the most true cards among the matches; 0.80
+    # and up lost hard-v1's, a wider margin lost some of each, lower similarities only added wrong races.
+    sure_similarity: float = 0.78
+    sure_margin: float = 0.03
 
 
 @dataclass
@@ -266,6 +276,18 @@ def decide(
 ) -> Decision:
     """`similar`: candidate card id -> cosine similarity of the photo to its face (best orientation)."""
     t = t or Thresholds()
+    decision = _decide(similar, read, table, t)
+    if decision.reason == "print_unreadable":
+        # Nothing legible and nothing close enough by the rules above, but a picture that knows the artwork
+        # can still name its reprint group (#13): a race, never a guess at one printing.
+        candidates = {card_id: sim for card_id, sim in similar.items() if card_id in table.cards}
+        sure = sure_artwork(candidates, table, t)
+        if sure is not None and len(table.by_artwork[sure[0]]) > 1:
+            return _group_race(sure, candidates, read, table, t, decision.details)
+    return decision
+
+
+def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, t: Thresholds) -> Decision:
     printed = interpret(read, table, t)
     legible, name = printed.legible, printed.name
     candidates = {card_id: sim for card_id, sim in similar.items() if card_id in table.cards}
@@ -292,7 +314,8 @@ def decide(
         # A print that leaves out the one artwork the picture alone is sure of was misread (a glyph off
         # names another card): it is discarded, like text that names no card, and the footer's odds still
         # tell that artwork's reprints apart.
-        picture = decide(similar, Read(footer_scores=read.footer_scores) if read else None, table, t)
+        footer_only = Read(footer_scores=read.footer_scores) if read else None
+        picture = _decide(similar, footer_only, table, t)
         if _sure_of_one_artwork(picture, table, t):
             artwork = table.cards[picture.matches[0][0]].artwork
             if not any(table.cards[cid].artwork == artwork for cid, sim in pool if sim >= t.min_similarity):
@@ -307,6 +330,7 @@ def decide(
     details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(same_art))
     reprints = [table.cards[cid] for cid in table.by_artwork[top.artwork]]
     footer = _footer_odds(reprints, read.footer_scores if read else {}, t) if len(reprints) > 1 else None
+    odds: Mapping[str, float] = {}
     if footer is not None:
         # The footer's odds decide among the artwork's reprints, the best-path read notwithstanding: they
         # weigh every reading of the crop, not only its likeliest glyphs.
@@ -321,9 +345,23 @@ def decide(
     single = len(same_art) == 1 and (
         (legible and best_sim >= t.accept_with_print) or (best_sim >= t.accept and margin >= t.margin)
     )
+    if single and legible and (siblings := near_siblings(top, printed, table)):
+        # The print names one reprint, but a glyph misread would name another of the same artwork (me01-171
+        # read as me01-121): the print does not back a lone answer, and the footer's odds did not either
+        # (they answer alone above). A race of those reprints, the one read first.
+        siblings.sort(key=lambda card: (-odds.get(card.id, 0.0), -candidates.get(card.id, 0.0), card.id))
+        answer = [top, *siblings][:MAX_MATCHES]
+        details["near_siblings"] = [card.id for card in siblings]
+        return Decision(matches=[(card.id, _score(best_sim)) for card in answer], details=details)
     if single:
         return Decision(matches=[(top.id, _score(best_sim))], details=details)
     race = [(cid, sim) for cid, sim in pool if sim >= best_sim - t.race_window][:MAX_MATCHES]
+    if footer is None and len(reprints) > MAX_MATCHES and not legible:
+        # The best artwork has more reprints than a race may hold, and its footer is unreadable: whatever
+        # else is legible chooses its five (`reprint_order`), each at the artwork's similarity.
+        race = [(card.id, best_sim) for card in reprint_order(reprints, read, candidates, table)][
+            :MAX_MATCHES
+        ]
     if len(race) < 2:
         # One card alone is not a race: it is answered when the picture is close enough to stand alone,
         # and otherwise nothing is (a single match claims a confidence it would lack).
@@ -331,6 +369,101 @@ def decide(
             return Decision(matches=[(top.id, _score(best_sim))], details=details)
         return _unidentified(legible, details)
     return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
+
+
+def artwork_similarity(candidates: Mapping[str, float], table: PrintTable) -> list[tuple[str, float]]:
+    """Each artwork's best similarity among `candidates`, best first: to the picture, reprints are one."""
+    best: dict[str, float] = {}
+    for card_id, sim in candidates.items():
+        artwork = table.cards[card_id].artwork
+        best[artwork] = max(sim, best.get(artwork, -math.inf))
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))
+
+
+def sure_artwork(
+    candidates: Mapping[str, float], table: PrintTable, t: Thresholds
+) -> tuple[str, float, float] | None:
+    """(artwork, similarity, margin) when the picture alone is sure of one artwork: its best card scores
+    `sure_similarity` and the next artwork is `sure_margin` below. The reprints of that artwork cannot be
+    told apart by the picture, so this says which artwork, never which printing."""
+    ranked = artwork_similarity(candidates, table)
+    if not ranked:
+        return None
+    artwork, sim = ranked[0]
+    margin = sim - (ranked[1][1] if len(ranked) > 1 else 0.0)
+    return (artwork, sim, margin) if sim >= t.sure_similarity and margin >= t.sure_margin else None
+
+
+def _group_race(
+    sure: tuple[str, float, float],
+    candidates: Mapping[str, float],
+    read: Read | None,
+    table: PrintTable,
+    t: Thresholds,
+    details: dict[str, Any],
+) -> Decision:
+    """No legible print, but a picture sure of one reprinted artwork: up to five of its reprints as a race,
+    ordered by `reprint_order` (or by the footer's odds where they count), all at the artwork's
+    similarity. Never one of them alone: below `accept_with_print` not even the footer's odds single one
+    out (the rules before this already answer alone whatever they can)."""
+    artwork, sim, margin = sure
+    group = [table.cards[card_id] for card_id in table.by_artwork[artwork]]
+    details.update(best_similarity=round(sim, 4), margin=round(margin, 4), same_artwork=len(group))
+    details["sure_artwork"] = artwork
+    footer = _footer_odds(group, read.footer_scores if read else {}, t)
+    if footer is not None:
+        odds = footer[1]
+        details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
+        group.sort(key=lambda card: (-odds[card.id], -candidates.get(card.id, 0.0), card.id))
+    else:
+        group = reprint_order(group, read, candidates, table)
+    return Decision(matches=[(card.id, _score(sim)) for card in group[:MAX_MATCHES]], details=details)
+
+
+def reprint_order(
+    group: list[CardPrint], read: Read | None, similar: Mapping[str, float], table: PrintTable
+) -> list[CardPrint]:
+    """An artwork's reprints best first when the footer is too blurred for its odds to count (#13: five
+    of a larger group must still hold the photo's card). The picture first: reprints differ in frame,
+    set symbol and footer, and on validation photos even its smallest differences put the right card
+    first more often than anything read below the floor. Then, for reprints the search did not return
+    (similarity 0) and ties, what the print still shows: how many read fields agree with the card at
+    any confidence (the set code, snapped to a known one; the printed total; the number, by the share
+    of its glyphs that match, so '17' counts for 171 more than for 121); then the card's footer line's
+    log P under CTC (scored even below the floor); then the id."""
+    scores = read.footer_scores if read else {}
+    code = snap_code(read.set_code.strip().upper(), table.codes) if read and read.set_code else None
+    total = _total(read.printed_total) if read else None
+    number = number_key(read.number) if read and read.number else None
+
+    def key(card: CardPrint) -> tuple[float, float, float, str]:
+        agree = 0.0
+        if code is not None and (card.set_code or "").upper() == code:
+            agree += 1.0
+        if total is not None and _total(card.printed_total) == total:
+            agree += 1.0
+        if number is not None and card.number_key:
+            agree += fuzz.ratio(number, card.number_key) / 100
+        return (-similar.get(card.id, 0.0), -agree, -scores.get(card.footer, -math.inf), card.id)
+
+    return sorted(group, key=key)
+
+
+def near_siblings(card: CardPrint, printed: Print, table: PrintTable) -> list[CardPrint]:
+    """The other reprints of `card`'s artwork the print would name if one glyph of its number were
+    misread (substituted, dropped or added: 121 for 171, 56 for 156), agreeing with the rest of it."""
+    if printed.number is None:
+        return []
+    out = []
+    for other_id in table.by_artwork[card.artwork]:
+        other = table.cards[other_id]
+        if other.id == card.id or other.number_key is None:
+            continue
+        if Levenshtein.distance(printed.number, other.number_key) == 1 and _agrees(
+            other, dataclasses.replace(printed, number=other.number_key)
+        ):
+            out.append(other)
+    return out
 
 
 def _unidentified(legible: bool, details: dict[str, Any]) -> Decision:

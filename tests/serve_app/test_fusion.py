@@ -204,3 +204,92 @@ def test_footer_candidates_cover_every_reprint_of_the_artworks_in_the_race():
     assert footer_candidates(hits, TABLE, window=0.05) == ["BS 004/102", "B2 004/130", "BS 002/102"]
     assert footer_candidates(hits, TABLE, window=0.01) == ["BS 004/102", "B2 004/130"]
     assert footer_candidates(hits, TABLE, window=0.05, limit=1) == ["BS 004/102"]
+
+
+# Issue #13's rules, on a table with a big reprint group and same-expansion siblings one glyph apart.
+GROUPS = PrintTable(
+    [
+        *(
+            CardPrint(card_id, "Lycanroc GX", number, code, total, "Lycanroc GX|5ban")
+            for card_id, number, code, total in [
+                ("sm2-74", "74", "GRI", "145"),
+                ("sm2-138", "138", "GRI", "145"),
+                ("sm2-156", "156", "GRI", "145"),
+                ("sm3-136", "136", "BUS", "147"),
+                ("sm3-155", "155", "BUS", "147"),
+                ("sm9-82", "82", "TEU", "181"),
+                ("smp-SM14", "SM14", None, None),
+            ]
+        ),
+        CardPrint("me01-121", "Mega Signal", "121", "MEG", "132", "Mega Signal|inose"),
+        CardPrint("me01-171", "Mega Signal", "171", "MEG", "132", "Mega Signal|inose"),
+        CardPrint("me02.5-193", "Mega Signal", "193", "ASC", "217", "Mega Signal|inose"),
+        CardPrint("sv01-25", "Pawmi", "25", "SVI", "198", "Pawmi|Someone"),
+        CardPrint("sv02-30", "Tarountula", "30", "PAL", "193", "Tarountula|Other"),
+    ]
+)
+
+
+def test_an_unreadable_print_over_a_sure_reprinted_artwork_answers_its_group_not_print_unreadable():
+    """One reprint found by the picture, at a similarity too low to stand alone (0.84 < accept_alone), but
+    every other artwork is far below: the picture knows the artwork, so its reprints race."""
+    similar = {"me01-171": 0.84, "sv01-25": 0.66, "sv02-30": 0.64}
+    decision = decide(similar, Read(), GROUPS)
+    assert decision.reason is None
+    assert [m[0] for m in decision.matches][:1] == ["me01-171"]  # the picture's own hit first
+    assert sorted(m[0] for m in decision.matches) == ["me01-121", "me01-171", "me02.5-193"]
+    assert {score for _, score in decision.matches} == {0.84}  # one artwork: one similarity
+    # A picture torn between two artworks is not sure of either: no group is answered.
+    torn = decide({"me01-171": 0.84, "sv01-25": 0.83, "sv02-30": 0.64}, Read(), GROUPS)
+    assert "sure_artwork" not in torn.details
+    # Nothing close and no card-like margin (a photo with no card): still print_unreadable.
+    assert decide({"sv01-25": 0.62, "sv02-30": 0.60}, Read(), GROUPS).reason == "print_unreadable"
+
+
+def test_a_unique_artwork_is_answered_alone_only_when_the_picture_is_sure():
+    """The same margin that names a reprint group does not make a lone answer: a unique artwork at 0.84
+    stays unidentified (validation photos were wrong there), at 0.88 (`accept_alone`) it is the answer."""
+    decision = decide({"sv01-25": 0.84, "me01-121": 0.70, "sv02-30": 0.69}, Read(), GROUPS)
+    assert decision.matches == [] and decision.reason == "print_unreadable"
+    decision = decide({"sv01-25": 0.88, "me01-121": 0.70, "sv02-30": 0.69}, Read(), GROUPS)
+    assert decision.matches == [("sv01-25", 0.88)]
+
+
+def test_a_group_larger_than_five_keeps_the_card_that_part_of_the_number_names():
+    """Seven Lycanroc reprints; the search returned four of them (the picture orders those), not sm9-82.
+    The fifth place goes to the reprint that an unconfident read of '82' (or of its total '181', or of
+    its code) points at, not to the next one by id."""
+    similar = {"sm2-74": 0.929, "sm2-138": 0.928, "sm2-156": 0.927, "sm3-136": 0.926, "sv01-25": 0.70}
+    unread = decide(similar, Read(), GROUPS)
+    assert [m[0] for m in unread.matches] == ["sm2-74", "sm2-138", "sm2-156", "sm3-136", "sm3-155"]
+    assert {score for _, score in unread.matches} == {0.929}  # one artwork: one similarity
+    for reading in (
+        Read(number="82", number_confidence=0.3),
+        Read(number="8?", number_confidence=0.2, printed_total="181"),
+        Read(set_code="TEU", set_code_confidence=0.4),
+    ):
+        decision = decide(similar, reading, GROUPS)
+        assert decision.reason is None, reading
+        assert [m[0] for m in decision.matches] == ["sm2-74", "sm2-138", "sm2-156", "sm3-136", "sm9-82"]
+    # Footer lines scored under the floor still choose when nothing else was read.
+    blurred = Read(
+        footer_scores={GROUPS.cards["sm9-82"].footer: -40.0, GROUPS.cards["sm3-155"].footer: -60.0}
+    )
+    assert decide(similar, blurred, GROUPS).matches[4][0] == "sm9-82"
+
+
+def test_a_print_one_glyph_from_a_same_art_sibling_is_a_race_not_a_lone_wrong_answer():
+    """me01-171 photographed, '121' read confidently: the picture fits all three Mega Signals. The print
+    names me01-121, one glyph from me01-171 (same expansion), so it does not back a lone answer."""
+    similar = {"me01-121": 0.991, "me01-171": 0.99, "me02.5-193": 0.98, "sv01-25": 0.6}
+    decision = decide(similar, read("121/132", "MEG"), GROUPS)
+    assert [m[0] for m in decision.matches] == ["me01-121", "me01-171"]
+    assert decision.details["near_siblings"] == ["me01-171"]
+    # Footer odds that single out the read card do back it: answered alone.
+    backed = dataclasses.replace(
+        read("121/132", "MEG"),
+        footer_scores={"MEG 121/132": -0.5, "MEG 171/132": -8.0, "ASC 193/217": -9.0},
+    )
+    assert decide(similar, backed, GROUPS).matches == [("me01-121", 0.991)]
+    # A print with no sibling one glyph away still names its card alone (193 is two glyphs from 121/171).
+    assert decide(similar, read("193/217", "ASC"), GROUPS).matches == [("me02.5-193", 0.98)]
