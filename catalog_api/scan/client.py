@@ -6,7 +6,7 @@ cluster). The ingress then composes each scan itself (`serve_app.pipeline.ScanPi
 app's ScanService runs too) with handles to the app's Detector, Embedder and Reader: the photo goes
 straight from this process to the Detector over Ray's own transport, no second HTTP server parses it
 again, Ray's HTTP proxy (measured at ~100 trivial requests/s on two cores, 5-10 ms of CPU per request)
-need not run at all, and no composing replica sits between (one Ray call and ~10 ms of CPU per scan
+need not run at all, and no composing replica sits between (one Ray call and ~5-7 ms of CPU per scan
 fewer: docs/scanner-performance.md). `CARDCAT_SCAN_URL` (HTTP) stays for an ingress outside the cluster.
 Both answer the scan contract's `ScanDecision` and raise the same errors, and both try a failed scan once
 more before answering `503 scan_unavailable` with `Retry-After`.
