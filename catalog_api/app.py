@@ -30,7 +30,7 @@ from catalog_api.ops import bench_routes, health_routes, image_routes, metrics_r
 from catalog_api.ops.http_metrics import HttpMetrics
 from catalog_api.prices import file_routes, history_routes, movers_routes
 from catalog_api.scan import scan_routes
-from catalog_api.scan.client import open_scan_client
+from catalog_api.scan.client import HandleClientFactory, open_scan_client
 
 NOT_MODIFIED: dict[str, Any] = {
     "description": "Not Modified: `If-None-Match` matched the ETag; no body",
@@ -47,7 +47,9 @@ def _cursor_secret(settings: Settings) -> bytes:
     return hashlib.sha256(secret.encode()).digest()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, handle_client: HandleClientFactory | None = None) -> FastAPI:
+    """The API. `handle_client` opens the scanner's in-cluster client when `CARDCAT_SCAN_APP` names a
+    Serve app (`cardcat serve` hands in `serve_app.ingress.ServeHandleScanClient`)."""
     settings = settings or get_settings()
     engine = make_async_engine(settings)
     limiter = make_rate_limiter(settings.redis_url, settings.rate_limit, settings.rate_window_s)
@@ -57,7 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         context: AppContext = app.state.context
         await context.snapshots.get()  # build the search indexes before the first request
         context.scanner = await asyncio.to_thread(
-            open_scan_client, settings.scan_app, settings.scan_url, settings.ray_address
+            open_scan_client, settings.scan_app, settings.scan_url, settings.ray_address, handle_client
         )
         yield
         if context.scanner is not None:

@@ -4,7 +4,7 @@
 turns a photo's bytes into a decision: locate, search, read, fuse. Two callers share it, so the logic
 exists once:
 
-- the `/v1` ingress (`catalog_api.scan.client.ServeHandleScanClient`) runs it in the uvicorn worker
+- the `/v1` ingress (`serve_app.ingress.ServeHandleScanClient`) runs it in the uvicorn worker
   itself: one Ray call per scan fewer than going through a ScanService replica (measured:
   docs/scanner-performance.md);
 - the `ScanService` deployment (`serve_app.app`) runs it for Ray's HTTP proxy (`POST /scan`) and for

@@ -112,15 +112,24 @@ def serve(host: str, port: int, workers: int, scan: bool | None, metrics_port_se
             stop_scanner(attached=bool(attach_to))
 
 
+def ingress_app(settings: Settings | None = None) -> Any:
+    """The API as `cardcat serve` runs it (uvicorn's factory, by name in each worker process): with the
+    scanner's in-cluster client, which only this composition root may hand to `catalog_api`."""
+    from catalog_api.app import create_app
+    from serve_app.ingress import ServeHandleScanClient
+
+    return create_app(settings, handle_client=ServeHandleScanClient)
+
+
 def _run_uvicorn(settings: Settings, host: str, port: int, workers: int) -> None:
     """uvicorn in this process. One worker builds its app from `settings` itself; several workers are
     processes of their own that import the factory by name and read the same settings from the
     environment they inherit (nothing here changed it)."""
     import uvicorn
 
-    from catalog_api.app import create_app
-
-    app: Any = "catalog_api.app:create_app" if workers > 1 else functools.partial(create_app, settings)
+    app: Any = (
+        "catalog_api.cli.serve:ingress_app" if workers > 1 else functools.partial(ingress_app, settings)
+    )
     uvicorn.run(
         app,
         factory=True,

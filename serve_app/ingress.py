@@ -1,0 +1,66 @@
+"""The `/v1` ingress's client for a scanner in its own Ray cluster: it composes each scan in the uvicorn
+worker (`serve_app.pipeline.ScanPipeline`) from DeploymentHandles to the app's Detector, Embedder and
+Reader. It lives in the scanner's layer because it runs the scanner's code; `cardcat serve` (the
+composition root) hands it to the app (`catalog_api.scan.client.open_scan_client`), whose retry rules and
+errors it shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import cast
+
+from catalog_api.kit.scan_contract import ScanAnswer, ScanDecision, ScanRefusal, refusal_error
+from catalog_api.scan.client import ATTEMPTS, CALL_TIMEOUT_S, unavailable
+from serve_app.fusion import Thresholds
+from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, ScanPipeline
+
+log = logging.getLogger("cardcat.scan")
+# How often the ingress asks the app's ScanService for the fusion thresholds it was deployed with: a new
+# user_config reaches the ingress within this, at one small call per worker per period.
+THRESHOLDS_REFRESH_S = 30.0
+
+
+class ServeHandleScanClient:
+    """Composes each scan in this process from the Detector, Embedder and Reader of Serve application
+    `app_name`, called through DeploymentHandles (`serve_app.pipeline`)."""
+
+    def __init__(self, app_name: str, address: str = "auto") -> None:
+        import ray
+        from ray import serve
+
+        if not ray.is_initialized():  # a uvicorn worker of its own, or an ingress beside a cluster
+            ray.init(address=address or "auto", logging_level=logging.WARNING, log_to_driver=False)
+        detector, embedder, reader, service = (
+            serve.get_deployment_handle(name, app_name) for name in (DETECTOR, EMBEDDER, READER, SERVICE)
+        )
+        self.pipeline: ScanPipeline = ScanPipeline(detector, embedder, reader)
+        self.service = service
+        self.thresholds_due = 0.0
+
+    async def scan(self, photo: bytes) -> ScanDecision:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                answer: ScanAnswer = await asyncio.wait_for(self._call(photo), CALL_TIMEOUT_S)
+                break
+            except TimeoutError:
+                log.warning("scanner call unanswered after %.0f s", CALL_TIMEOUT_S)
+                raise unavailable("The scanner is not answering right now; please retry.") from None
+            except Exception as error:  # a replica that died, an app being redeployed: Ray's many types
+                log.warning("scanner call failed (attempt %d): %s", attempt, type(error).__name__)
+        else:
+            raise unavailable("The scanner failed to answer; please retry.")
+        if "error" in answer:
+            raise refusal_error(cast(ScanRefusal, answer)["error"])
+        return cast(ScanDecision, answer)
+
+    async def _call(self, photo: bytes) -> ScanAnswer:
+        if time.monotonic() >= self.thresholds_due:
+            self.pipeline.thresholds = Thresholds(**await self.service.fusion_thresholds.remote())
+            self.thresholds_due = time.monotonic() + THRESHOLDS_REFRESH_S
+        return await self.pipeline.scan_photo(photo)
+
+    async def aclose(self) -> None:
+        return None
