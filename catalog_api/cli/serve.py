@@ -116,9 +116,16 @@ def ingress_app(settings: Settings | None = None) -> Any:
     """The API as `cardcat serve` runs it (uvicorn's factory, by name in each worker process): with the
     scanner's in-cluster client, which only this composition root may hand to `catalog_api`."""
     from catalog_api.app import create_app
+
+    return create_app(settings, handle_client=_scan_handle_client)
+
+
+def _scan_handle_client(app_name: str, ray_address: str) -> Any:
+    """`serve_app.ingress.ServeHandleScanClient`, imported only when a scanner is configured: it brings
+    Ray, which a catalog-only worker should not load."""
     from serve_app.ingress import ServeHandleScanClient
 
-    return create_app(settings, handle_client=ServeHandleScanClient)
+    return ServeHandleScanClient(app_name, ray_address)
 
 
 def _run_uvicorn(settings: Settings, host: str, port: int, workers: int) -> None:
