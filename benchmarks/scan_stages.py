@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 from PIL import Image
@@ -40,6 +41,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_stages.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    cv2.setNumThreads(1)  # as the replicas run (serve_app.app._limit_threads)
 
     from models.detector import CardDetector
     from models.embedder import CardEmbedder

@@ -24,7 +24,17 @@ from torch import nn
 from models.checkpoints import load_weights, read_weights, weights_version
 from models.inference import InferenceModel
 from models.layers import conv_bn_relu
-from models.quads import apply, band_scores, corner_shift, fit_quads, letterbox, orient, same_quad, zoom_view
+from models.quads import (
+    Pyramid,
+    apply,
+    band_scores,
+    corner_shift,
+    fit_quads,
+    letterbox,
+    orient,
+    same_quad,
+    zoom_view,
+)
 from models.sessions import Backend, Session, fold_batchnorm, open_graph
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
@@ -189,10 +199,12 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
         """Corners for each RGB photo: long side vertical; the top may be off by 180 degrees."""
         return self.predict_batch(images)
 
-    def _predict_batch(self, images: list[np.ndarray]) -> list[np.ndarray | None]:
+    def _predict_batch(self, photos: list[np.ndarray]) -> list[np.ndarray | None]:
         cfg = self.cfg
-        if not images:
+        if not photos:
             return []
+        # Zoomed views start from the photo's pyramid: each photo is averaged down once (quads.Pyramid).
+        images = [Pyramid(photo) for photo in photos]
         # The first zoomed look judges every coarse candidate (a sheet of paper can out-mask the card at
         # low resolution); the best-scoring one is refined further.
         found = self._zoom(images, [(i, q) for i, qs in enumerate(self._coarse(images)) for q in qs])
@@ -212,7 +224,7 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
                 best[i] = result
         return [best[i][0] if i in best else None for i in range(len(images))]
 
-    def _coarse(self, images: list[np.ndarray]) -> list[list[np.ndarray]]:
+    def _coarse(self, images: list[Pyramid]) -> list[list[np.ndarray]]:
         """Candidate quads (photo px) from the letterboxed photos: the first, unrectified look."""
         cfg = self.cfg
         views, mats = zip(*(letterbox(img, cfg.input_size) for img in images), strict=True)
@@ -232,7 +244,7 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
         return out
 
     def _zoom(
-        self, images: list[np.ndarray], items: list[tuple[int, np.ndarray]]
+        self, images: list[Pyramid], items: list[tuple[int, np.ndarray]]
     ) -> list[tuple[int, tuple[np.ndarray, float] | None]]:
         """One zoomed pass over (photo index, quad) items: (refined quad in photo px, score) or None."""
         if not items:

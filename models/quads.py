@@ -25,8 +25,48 @@ def _pixel_scale(sx: float, sy: float) -> np.ndarray:
     return np.array([[sx, 0, 0.5 * sx - 0.5], [0, sy, 0.5 * sy - 0.5], [0, 0, 1]], np.float64)
 
 
-def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The whole photo shrunk into a size x size view; returns it and the 3x3 photo->view matrix."""
+class Pyramid:
+    """A photo and its halvings (level i is 2^-i of it), each made once, when first asked for.
+
+    The detector draws three or four zoomed views from one photo (one per candidate and refinement
+    pass). When the card is much larger than a view needs, each view used to area-average its crop of
+    the full working image at a fractional factor; now it starts from the level just above the size it
+    needs, so the photo's megapixels are averaged down once, in OpenCV's 2x2 path (cProfile of 24 2 MP
+    photos on one thread, twice each: `cv2.resize` 19-22 -> 12-15 ms a photo).
+    """
+
+    def __init__(self, image: np.ndarray) -> None:
+        self.levels = [image]
+
+    @property
+    def image(self) -> np.ndarray:
+        return self.levels[0]
+
+    def level(self, scale: float) -> tuple[np.ndarray, float]:
+        """The smallest level at least `scale` times the photo's size, and its scale (a power of 1/2)."""
+        i = 0
+        while 2.0 ** -(i + 1) >= scale and min(self.levels[i].shape[:2]) >= 2:
+            if i + 1 == len(self.levels):
+                top = self.levels[i]
+                h, w = top.shape[0] // 2, top.shape[1] // 2
+                # An odd last row or column is left out: pixel-centre x' = (x + 0.5) / 2 - 0.5 holds.
+                self.levels.append(cv2.resize(top[: 2 * h, : 2 * w], (w, h), interpolation=cv2.INTER_AREA))
+            i += 1
+        return self.levels[i], 2.0**-i
+
+
+def _as_pyramid(photo: np.ndarray | Pyramid) -> Pyramid:
+    return photo if isinstance(photo, Pyramid) else Pyramid(photo)
+
+
+def letterbox(photo: np.ndarray | Pyramid, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The whole photo shrunk into a size x size view; returns it and the 3x3 photo->view matrix.
+
+    Always from the full photo, not a pyramid level: this coarse view decides which blobs are candidates,
+    and drawing it from a level flipped borderline hard photos (`benchmarks/scan_accuracy.py` lost one,
+    docs/scanner-performance.md); the zoomed views, which only sharpen a candidate, take levels without
+    that effect."""
+    image = photo.image if isinstance(photo, Pyramid) else photo
     h, w = image.shape[:2]
     s = size / max(h, w)
     nw, nh = max(1, round(w * s)), max(1, round(h * s))
@@ -48,12 +88,23 @@ def zoom_target(size: int, fill: float) -> np.ndarray:
     return np.array([[x0, y0], [x0 + w, y0], [x0 + w, y0 + h], [x0, y0 + h]], np.float32)
 
 
-def zoom_view(image: np.ndarray, quad: np.ndarray, size: int, fill: float) -> tuple[np.ndarray, np.ndarray]:
+def zoom_view(
+    photo: np.ndarray | Pyramid, quad: np.ndarray, size: int, fill: float
+) -> tuple[np.ndarray, np.ndarray]:
     """A size x size view in which `quad` becomes the upright card rectangle; returns it and photo->view.
 
-    Only the photo region the view covers is cropped and, when the view shrinks it a lot, pre-shrunk with
-    INTER_AREA so the warp does not alias.
+    Only the photo region the view covers is cropped, from the pyramid level that still shows the card at
+    least 1.5x the view's size, and pre-shrunk with INTER_AREA when it is still much larger, so the warp
+    does not alias.
     """
+    pyramid = _as_pyramid(photo)
+    card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
+    shrink = min(1.0, 1.5 * fill * size / max(card_h, 1.0))
+    # A card much larger than the view is pre-shrunk to 1.5x the view's card, as from the full photo
+    # before the pyramid existed, only from the level just above that size (less to average).
+    image, scale = pyramid.level(shrink) if shrink < 0.75 else (pyramid.image, 1.0)
+    level = _pixel_scale(scale, scale)
+    quad = apply(level, quad)
     h, w = image.shape[:2]
     hom = cv2.getPerspectiveTransform(quad.astype(np.float32), zoom_target(size, fill)).astype(np.float64)
     edges = np.array(
@@ -69,10 +120,8 @@ def zoom_view(image: np.ndarray, quad: np.ndarray, size: int, fill: float) -> tu
     x1, y1 = np.clip(np.ceil(foot.max(0)) + 3, [x0 + 1, y0 + 1], [w, h]).astype(int)
     crop = image[y0:y1, x0:x1]
     shift = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64)
-    card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
-    shrink = min(1.0, 1.5 * fill * size / max(card_h, 1.0))
-    if shrink < 0.75:
-        nw, nh = max(1, round(crop.shape[1] * shrink)), max(1, round(crop.shape[0] * shrink))
+    if shrink < 0.75 and shrink < scale:
+        nw, nh = max(1, round(crop.shape[1] * shrink / scale)), max(1, round(crop.shape[0] * shrink / scale))
         crop = cv2.resize(crop, (nw, nh), interpolation=cv2.INTER_AREA)
         shift = _pixel_scale(nw / (x1 - x0), nh / (y1 - y0)) @ shift
     m = hom @ np.linalg.inv(shift)
@@ -84,7 +133,7 @@ def zoom_view(image: np.ndarray, quad: np.ndarray, size: int, fill: float) -> tu
         borderMode=cv2.BORDER_CONSTANT,
         borderValue=(PAD_VALUE,) * 3,
     )
-    return view, m @ shift
+    return view, m @ shift @ level
 
 
 def apply(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
@@ -136,24 +185,20 @@ def _refine_sides(prob: np.ndarray, quad: np.ndarray, samples: int = 32) -> np.n
             borderMode=cv2.BORDER_CONSTANT,
             borderValue=0.0,
         )
+        # Per sample row: the last inside sample before the first outside one, rows that start inside
+        # and leave it; the crossing is interpolated between those two samples (vectorised over rows).
         inside = prof >= 0.5
-        good = []
-        for k in range(samples):
-            row, ins = prof[k], inside[k]
-            if not ins[0]:
-                continue
-            j = int(np.argmin(ins))  # first outside sample
-            if j == 0 or ins[j]:
-                continue
-            frac = (row[j - 1] - 0.5) / max(row[j - 1] - row[j], 1e-6)
-            good.append(pts[k, j - 1] + frac * 0.25 * n)
+        j = np.argmin(inside, axis=1)  # first outside sample (0 when the row never leaves the card)
+        rows = np.flatnonzero(inside[:, 0] & (j > 0) & ~inside[np.arange(samples), j])
+        j = j[rows]
+        before, after = prof[rows, j - 1], prof[rows, j]
+        frac = (before - 0.5) / np.maximum(before - after, np.float32(1e-6))
+        good = pts[rows, j - 1] + (frac * 0.25)[:, None] * n
         if len(good) < samples // 3:
             line = np.array([d[0], d[1], a[0], a[1]], np.float64)
         else:
             line = (
-                cv2.fitLine(np.array(good, np.float32), cv2.DIST_HUBER, 0, 0.01, 0.01)
-                .ravel()
-                .astype(np.float64)
+                cv2.fitLine(good.astype(np.float32), cv2.DIST_HUBER, 0, 0.01, 0.01).ravel().astype(np.float64)
             )
         lines.append(line)
     corners = []
@@ -253,10 +298,17 @@ def band_scores(maps: np.ndarray, quad: np.ndarray) -> np.ndarray:
     for k in range(4):
         a, b, c, d = quad[k], quad[(k + 1) % 4], quad[(k + 2) % 4], quad[(k + 3) % 4]
         band = np.array([a, b, b + BAND_DEPTH * (c - b), a + BAND_DEPTH * (d - a)], np.float32)
-        mask = np.zeros((h, w), np.uint8)
-        cv2.fillPoly(mask, [np.round(band * 4).astype(np.int32)], 1, cv2.LINE_8, shift=2)
+        # The band's pixels, found in its bounding box only: the same pixels in the same order as a
+        # whole-view mask, at a tenth of the cost.
+        fixed = np.round(band * 4).astype(np.int32)
+        x0, y0 = np.clip(fixed.min(axis=0) // 4 - 1, 0, [w, h])
+        x1, y1 = np.clip(fixed.max(axis=0) // 4 + 2, 0, [w, h])
+        if x1 <= x0 or y1 <= y0:
+            continue
+        mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        cv2.fillPoly(mask, [fixed], 1, cv2.LINE_8, shift=2, offset=(-4 * int(x0), -4 * int(y0)))
         if mask.any():
-            scores[:, k] = maps[:, mask > 0].mean(1)
+            scores[:, k] = maps[:, y0:y1, x0:x1][:, mask > 0].mean(1)
     return scores
 
 
