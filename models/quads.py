@@ -101,8 +101,9 @@ def zoom_view(
     card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
     shrink = min(1.0, 1.5 * fill * size / max(card_h, 1.0))
     # A card much larger than the view is pre-shrunk to 1.5x the view's card, as from the full photo
-    # before the pyramid existed, only from the level just above that size (less to average).
-    image, scale = pyramid.level(shrink) if shrink < 0.75 else (pyramid.image, 1.0)
+    # before the pyramid existed, only from the level just above that size (less to average); for
+    # shrink > 0.5 that level is the photo itself.
+    image, scale = pyramid.level(shrink)
     level = _pixel_scale(scale, scale)
     quad = apply(level, quad)
     h, w = image.shape[:2]
