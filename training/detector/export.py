@@ -20,6 +20,7 @@ import yaml
 from models.checkpoints import fp16_state
 from models.detector import WEIGHTS, DetectorConfig, build_net
 from training.detector.data import face_paths
+from training.detector.evaluate import KIND_OFFSETS
 from training.detector.evaluate import main as evaluate_main
 from training.detector.train import REPO
 from training.runconfig import git_sha
@@ -79,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     facts = export(args.run, args.out, overrides)
     report_path = args.eval or args.run / "benchmark.json"
     if args.eval is None:
-        evaluate_main(["--weights", str(args.out), "--count", str(args.count), "--out", str(report_path)])
+        kinds = ",".join(KIND_OFFSETS)  # #13's hard photos and scenes, and the buckets before them
+        args_eval = ["--weights", str(args.out), "--count", str(args.count), "--kinds", kinds]
+        evaluate_main([*args_eval, "--out", str(report_path)])
     metrics = json.loads(report_path.read_text())
     manifest_path = Path(facts["config"]["data"]["manifest"]).expanduser()
     manifest = {
