@@ -4,8 +4,9 @@ Recorded on the CPU from the original code; on this machine the refactored code 
 The tolerance (1e-5) only leaves room for another CPU's kernels; texts and found/not-found are exact.
 The detector's quads were re-recorded on 2026-11-25, when its zoomed views began to start from a photo
 pyramid (`models.quads.Pyramid`, a deliberate change of pixels: corners moved by at most 0.4 px), and again
-that day for the detector retrained on #13's hard photos (unet224-v7-cpu: corners moved by at most 2.3 px);
-only the quads: the embedder's and reader's outputs stay as first recorded.
+that day for the detector retrained on #13's hard photos (unet224-v7-cpu: corners moved by at most 2.3 px),
+and the vectors once more for the embedder retrained on them (cardnet-v3-cpu); the reader's outputs stay
+as first recorded.
 """
 
 from __future__ import annotations

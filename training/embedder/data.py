@@ -248,6 +248,9 @@ class PhotoMix:
     hard_p: float = 0.5
     scale: float = 0.5
     corner_error: float = 0.02
+    # Share of the hard photos drawn from hard-v1, the bucket before #13's: trained on #13's alone, the
+    # detector forgot some of hard-v1's photos (docs/hard-photos.md). 0 keeps older runs' pairs.
+    hard_v1_p: float = 0.0
 
 
 class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
@@ -278,11 +281,14 @@ class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
         card = self.cards[idx]
         face = read_face(card.low)
         # Photo seeds are even, anchor seeds odd: both stay below TRAIN_SEED_LIMIT and never coincide.
-        draw = np.random.default_rng([seed, 1]).random(3)
+        draw = np.random.default_rng([seed, 1]).random(4)  # the first three as drawn before hard_v1_p
         anchor = degrade(face, 2 * seed + 1, 0.5) if draw[0] < self.both_p else face
         if draw[1] < self.mix.photo_p:
             hard = bool(draw[2] < self.mix.hard_p)
-            photo = photo_view(read_face(card.high), 2 * seed, hard, self.mix.scale, self.mix.corner_error)
+            bucket: Difficulty = "hard-v1" if draw[3] < self.mix.hard_v1_p else "hard"
+            photo = photo_view(
+                read_face(card.high), 2 * seed, hard, self.mix.scale, self.mix.corner_error, bucket
+            )
         else:
             photo = degrade(face, 2 * seed)
         return prepare(anchor, self.size), prepare(photo, self.size), int(self.art_ids[idx])

@@ -2,9 +2,12 @@
 
 Indexes N catalog faces (high.jpg, as the service does; `--cards 0` = the whole catalog), then searches
 with synthetic rectified photos of held-out cards made with evaluation seeds (>= 10_000_000, never used
-in training). Reports top-1/top-5 at the artwork level (what the embedding is for; OCR splits reprints)
-and at the card level, with and without the 180-degree search the caller does, the similarity of the
-right artwork vs the best wrong one (for an acceptance threshold), and ms per face.
+in training): degraded faces (`--photos degrade`, the default), or the scanner's view of whole phone
+photos from `training.synth` (`--photos standard|hard|hard-v1`: rectified from the true corners moved by
+up to 2% of the card's height, what the detector leaves). Reports top-1/top-5 at the artwork level (what
+the embedding is for; OCR splits reprints) and at the card level, with and without the 180-degree search
+the caller does, the similarity of the right artwork vs the best wrong one (for an acceptance
+threshold), and ms per face.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ import torch
 from models.embedder import CardEmbedder
 from models.geometry import half_turn, read_face
 from models.index import CardIndex
-from training.embedder.data import EVAL_SEED_BASE, Card, degrade, load_cards, split_cards
+from training.embedder.data import EVAL_SEED_BASE, Card, degrade, load_cards, photo_view, split_cards
+from training.synth import DIFFICULTIES, Difficulty
+
+PHOTO_KINDS = ("degrade", *DIFFICULTIES)
 
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 
@@ -134,6 +140,16 @@ def thresholds(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def query_photo(card: Card, seed: int, kind: str) -> np.ndarray:
+    """One query of `kind` (`PHOTO_KINDS`) for `card`: a degraded face, or the rectified view of a phone
+    photo of that difficulty at half size, as the embedder is trained on (`photo_view`)."""
+    face = read_face(card.high)
+    if kind == "degrade":
+        return degrade(face, seed)
+    bucket: Difficulty = "hard-v1" if kind == "hard-v1" else "hard"
+    return photo_view(face, seed, kind != "standard", 0.5, 0.02, hard_bucket=bucket)
+
+
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)
@@ -155,7 +171,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     embedder.embed_batch(faces)
     net_ms = (time.perf_counter() - started) / len(faces) * 1000
-    photos = [degrade(read_face(q.high), args.seed_base + i) for i, q in enumerate(queries)]
+    photos = [query_photo(q, args.seed_base + i, args.photos) for i, q in enumerate(queries)]
     upright = embedder.embed_batch(photos)
     flipped = embedder.embed_batch([half_turn(p) for p in photos])
     k = min(50, len(index))
@@ -167,6 +183,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "index_size": len(index),
         "queries": len(queries),
         "query_pool": args.pool,
+        "query_photos": args.photos,
         "seed_base": args.seed_base,
         "threads": args.threads,
         "ms_per_face_index_build": None if cached else round(index_s / len(indexed) * 1000, 3),
@@ -185,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE)
     parser.add_argument("--pool", choices=("held_out", "train", "all"), default="held_out")
+    parser.add_argument("--photos", choices=PHOTO_KINDS, default="degrade", help="what the queries are")
     parser.add_argument("--weights", type=Path, default=None)
     parser.add_argument("--render-dir", default="~/.cache/cardcat/renders/catalog")
     parser.add_argument("--threads", type=int, default=1)
@@ -200,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed_base < EVAL_SEED_BASE:
         parser.error(f"evaluation seeds start at {EVAL_SEED_BASE}: lower ones are training photos")
     report = evaluate(args)
-    name = f"{report['weights_version']}-{args.pool}-{report['index_size']}x{report['queries']}"
+    photos = "" if args.photos == "degrade" else f"-{args.photos}"
+    name = f"{report['weights_version']}-{args.pool}{photos}-{report['index_size']}x{report['queries']}"
     out = args.out or Path("runs/embedder/eval") / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

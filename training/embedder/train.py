@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
         "photo_hard_p": 0.5,
         "photo_scale": 0.5,
         "corner_error": 0.02,
+        "photo_hard_v1_p": 0.0,  # share of the hard photos from hard-v1 (PhotoMix.hard_v1_p)
         "workers": 1,
     },
     "model": {"dim": 128, "widths": [16, 32, 64, 128, 192], "grid": [4, 3], "input_size": [96, 134]},
@@ -193,7 +194,9 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
     train_cards, held = split_cards(load_cards(render_dir), config["data"]["held_out_percent"])
     size = (int(config["model"]["input_size"][0]), int(config["model"]["input_size"][1]))
     dc = config["data"]
-    mix = PhotoMix(dc["photo_p"], dc["photo_hard_p"], dc["photo_scale"], dc["corner_error"])
+    mix = PhotoMix(
+        dc["photo_p"], dc["photo_hard_p"], dc["photo_scale"], dc["corner_error"], dc["photo_hard_v1_p"]
+    )
     dataset = PairDataset(train_cards, size, dc["both_degraded_p"], mix)
     net = build_net(config["model"])
     step, elapsed = 0, 0.0
