@@ -27,7 +27,15 @@ import torch
 from models.embedder import CardEmbedder
 from models.geometry import half_turn, read_face
 from models.index import CardIndex
-from training.embedder.data import EVAL_SEED_BASE, Card, degrade, load_cards, photo_view, split_cards
+from training.embedder.data import (
+    EVAL_SEED_BASE,
+    Card,
+    PhotoMix,
+    degrade,
+    load_cards,
+    photo_view,
+    split_cards,
+)
 from training.synth import DIFFICULTIES, Difficulty
 
 PHOTO_KINDS = ("degrade", *DIFFICULTIES)
@@ -142,12 +150,13 @@ def thresholds(result: dict[str, Any]) -> dict[str, Any]:
 
 def query_photo(card: Card, seed: int, kind: str) -> np.ndarray:
     """One query of `kind` (`PHOTO_KINDS`) for `card`: a degraded face, or the rectified view of a phone
-    photo of that difficulty at half size, as the embedder is trained on (`photo_view`)."""
+    photo of that difficulty, at the size and corner error the embedder's photo pairs use (`PhotoMix`)."""
     face = read_face(card.high)
     if kind == "degrade":
         return degrade(face, seed)
     bucket: Difficulty = "hard-v1" if kind == "hard-v1" else "hard"
-    return photo_view(face, seed, kind != "standard", 0.5, 0.02, hard_bucket=bucket)
+    view = PhotoMix()
+    return photo_view(face, seed, kind != "standard", view.scale, view.corner_error, hard_bucket=bucket)
 
 
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
