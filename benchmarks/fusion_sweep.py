@@ -10,7 +10,7 @@ rates are printed and written to JSON.
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
         [--hard-bucket hard|hard-v1]   # training.synth's hard bucket (#13's, or the one before it)
         [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
-        [--grid print|sure]   # which thresholds to sweep (GRIDS)
+        [--grid print|sure|footer]   # which thresholds to sweep (GRIDS)
 """
 
 from __future__ import annotations
@@ -44,13 +44,20 @@ GRIDS = {
         "accept_with_print": (0.82, 0.86),
         "accept_alone": (0.0, 0.85, 0.89, 0.92),
         "footer_accept": (0.8, 0.9, 0.97),
-        "footer_floor": (0.0, 0.01, 0.03, 0.1, 0.3, 0.5),
+        "footer_floor": (0.0, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5),
     },
     # When a picture is sure enough of an artwork to answer its reprint group (#13), the rest at defaults.
     "sure": {
         "sure_similarity": (0.65, 0.7, 0.72, 0.75, 0.78, 0.8, 0.82, 0.85, 2.0),  # 2.0: never
         "sure_margin": (0.02, 0.03, 0.05, 0.08, 0.1),
         "accept_alone": (0.8, 0.85),
+    },
+    # The footer's two floors, answering one reprint alone and ordering a race (chosen for a reader trained
+    # on #13's photos, which was not shipped: docs/hard-photos.md).
+    "footer": {
+        "footer_order_floor": (0.0, 0.01, 0.03, 0.1, 0.2),
+        "footer_floor": (0.03, 0.1, 0.2, 0.3),
+        "footer_accept": (0.9, 0.97),
     },
 }
 

@@ -99,6 +99,12 @@ class Thresholds:
     # (benchmarks/fusion_sweep.py): 0.03 answered reprints best with 1 confident wrong in 500 card photos;
     # 0.01 read one more reprint and made one more wrong; 0.1 and up lost reprints; 0.0 made 8% wrong.
     footer_floor: float = 0.03
+    # A lower floor below which the odds still order a race of the artwork's reprints but never answer
+    # one alone (the race holds the same cards either way). At `footer_floor` it changes nothing: the
+    # shipped reader's footers are one floor. A reader trained on #13's glare guessed washed-out footers
+    # with confidence and wanted 0.2 / 0.03 (`fusion_sweep.py --grid footer`; it was not shipped:
+    # docs/hard-photos.md#the-reader-retrained-on-the-new-bucket-tried-not-shipped).
+    footer_order_floor: float = 0.03
     # The picture is sure of one artwork when its best card scores at least `sure_similarity` and every
     # other artwork is at least `sure_margin` below it. Then a photo the rules above leave
     # `print_unreadable` is answered with that artwork's reprint group as a race (#13); a unique artwork
@@ -258,17 +264,20 @@ def footer_posterior(cards: list[CardPrint], scores: Mapping[str, float]) -> dic
 
 def _footer_odds(
     group: list[CardPrint], scores: Mapping[str, float], t: Thresholds
-) -> tuple[str, dict[str, float]] | None:
-    """The likeliest reprint and the footer posterior over an artwork's reprints, when the crop shows a
-    footer at all: the likeliest line must score `footer_floor` per glyph (glare leaves every line
+) -> tuple[str, dict[str, float], bool] | None:
+    """The likeliest reprint, the footer posterior over an artwork's reprints, and whether the footer is
+    legible enough to answer alone (the likeliest line scores `footer_floor` per glyph), when the crop
+    shows a footer at all: that line must score `footer_order_floor` per glyph (glare leaves every line
     unlikely, and then the odds among them are noise). None otherwise."""
     posterior = footer_posterior(group, scores)
     if not posterior:
         return None
     likeliest = max(posterior, key=lambda card_id: (posterior[card_id], card_id))
     line = next(card.footer for card in group if card.id == likeliest)
-    legible = math.exp(scores[line] / max(1, len(line))) >= t.footer_floor
-    return (likeliest, posterior) if legible else None
+    per_glyph = math.exp(scores[line] / max(1, len(line)))
+    if per_glyph < t.footer_order_floor:
+        return None
+    return likeliest, posterior, per_glyph >= t.footer_floor
 
 
 def decide(
@@ -334,9 +343,9 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
     if footer is not None:
         # The footer's odds decide among the artwork's reprints, the best-path read notwithstanding: they
         # weigh every reading of the crop, not only its likeliest glyphs.
-        likeliest, odds = footer
+        likeliest, odds, sure = footer
         details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
-        if odds[likeliest] >= t.footer_accept and best_sim >= t.accept_with_print:
+        if sure and odds[likeliest] >= t.footer_accept and best_sim >= t.accept_with_print:
             return Decision(matches=[(likeliest, _score(best_sim))], details=details)
         # To the picture the reprints are one artwork: in a race they share its similarity and go in the
         # order of their footers' odds.
@@ -356,9 +365,9 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
     if single:
         return Decision(matches=[(top.id, _score(best_sim))], details=details)
     race = [(cid, sim) for cid, sim in pool if sim >= best_sim - t.race_window][:MAX_MATCHES]
-    if footer is None and len(reprints) > MAX_MATCHES and not legible:
-        # The best artwork has more reprints than a race may hold, and its footer is unreadable: whatever
-        # else is legible chooses its five (`reprint_order`), each at the artwork's similarity.
+    if (footer is None or not footer[2]) and len(reprints) > MAX_MATCHES and not legible:
+        # The best artwork has more reprints than a race may hold, and its footer is too faint to answer
+        # from: whatever else is legible chooses its five (`reprint_order`), each at the artwork's similarity.
         race = [(card.id, best_sim) for card in reprint_order(reprints, read, candidates, table)][
             :MAX_MATCHES
         ]
@@ -411,7 +420,9 @@ def _group_race(
     details.update(best_similarity=round(sim, 4), margin=round(margin, 4), same_artwork=len(group))
     details["sure_artwork"] = artwork
     footer = _footer_odds(group, read.footer_scores if read else {}, t)
-    if footer is not None:
+    if footer is not None and (footer[2] or len(group) <= MAX_MATCHES):
+        # Faint odds only order a group that fits in the race; choosing five of a larger one is
+        # `reprint_order`'s, as in `_decide`.
         odds = footer[1]
         details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
         group.sort(key=lambda card: (-odds[card.id], -candidates.get(card.id, 0.0), card.id))

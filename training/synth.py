@@ -30,7 +30,7 @@ from typing import Literal
 import cv2
 import numpy as np
 
-from models.geometry import read_face
+from models.geometry import read_face, rectify
 
 Difficulty = Literal["standard", "hard", "hard-v1"]
 DIFFICULTIES: tuple[Difficulty, ...] = ("standard", "hard", "hard-v1")
@@ -550,6 +550,26 @@ def make_photo(
         )
     corners = cv2.perspectiveTransform(inner.reshape(-1, 1, 2), hom).reshape(4, 2).astype(np.float32)
     return Photo(image=_camera(rng, img, hard, scale), corners=corners, card_id=card_id)
+
+
+def photo_view(
+    face: np.ndarray,
+    seed: int,
+    hard: bool,
+    scale: float,
+    corner_error: float,
+    hard_bucket: Difficulty = "hard",
+) -> np.ndarray:
+    """The scanner's view of a synthetic phone photo of `face`: rectified from its true corners, each moved
+    by up to `corner_error` of the card's height (what the detector leaves), upright. Hard photos come
+    from `hard_bucket` (`hard-v1`: the bucket before #13's). The embedder's and the reader's training
+    and evaluations share it, so they see the photos the scanner would."""
+    photo = make_photo(face, seed, hard_bucket if hard else "standard", scale=scale)
+    assert photo.corners is not None
+    rng = np.random.default_rng([seed, 7])
+    height = float(np.linalg.norm(photo.corners[3] - photo.corners[0]))
+    quad = photo.corners + rng.uniform(-1, 1, (4, 2)) * rng.uniform(0, 1) * corner_error * height
+    return rectify(photo.image, quad)
 
 
 def _touching(rng: np.random.Generator, img: np.ndarray, card: np.ndarray, count: int) -> None:

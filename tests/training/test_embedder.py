@@ -11,9 +11,9 @@ import pytest
 from models.embedder import WEIGHTS, CardEmbedder, prepare
 from models.geometry import read_face
 from models.index import CardIndex
-from training.embedder.data import EVAL_SEED_BASE, Card, PairDataset, PhotoMix, degrade, photo_view
+from training.embedder.data import EVAL_SEED_BASE, Card, PairDataset, PhotoMix, degrade
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
-from training.synth import Difficulty
+from training.synth import Difficulty, photo_view
 
 N_FACES = 30
 # Measured with the shipped weights (7a969b3bf66f) on these 30 faces: 30/30 for each of six sets of held-out

@@ -31,9 +31,9 @@ import torch
 from torch.utils.data import Dataset
 
 from models.embedder import INPUT_H, INPUT_W, prepare, to_tensor
-from models.geometry import read_face, rectify
+from models.geometry import read_face
 from training.renders import read_manifest
-from training.synth import Difficulty, make_photo
+from training.synth import Difficulty, photo_view
 
 TRAIN_SEED_LIMIT = 1_000_000
 EVAL_SEED_BASE = 10_000_000
@@ -216,25 +216,6 @@ def degrade(face: np.ndarray, seed: int, strength: float = 1.0) -> np.ndarray:
     lut = np.clip(255 * (np.arange(256) / 255) ** gamma, 0, 255).astype(np.uint8)
     img = cv2.LUT(np.clip(img, 0, 255).astype(np.uint8), lut)
     return _camera(img, rng)
-
-
-def photo_view(
-    face: np.ndarray,
-    seed: int,
-    hard: bool,
-    scale: float,
-    corner_error: float,
-    hard_bucket: Difficulty = "hard",
-) -> np.ndarray:
-    """The scanner's view of a synthetic phone photo of `face`: rectified from its true corners, each moved
-    by up to `corner_error` of the card's height (what the detector leaves), upright. Hard photos come
-    from `hard_bucket` (`hard-v1`: the bucket the shipped weights were trained on, before #13)."""
-    photo = make_photo(face, seed, hard_bucket if hard else "standard", scale=scale)
-    assert photo.corners is not None
-    rng = np.random.default_rng([seed, 7])
-    height = float(np.linalg.norm(photo.corners[3] - photo.corners[0]))
-    quad = photo.corners + rng.uniform(-1, 1, (4, 2)) * rng.uniform(0, 1) * corner_error * height
-    return rectify(photo.image, quad)
 
 
 # --- pairs and batches -------------------------------------------------------------------------------

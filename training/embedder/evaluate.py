@@ -33,10 +33,9 @@ from training.embedder.data import (
     PhotoMix,
     degrade,
     load_cards,
-    photo_view,
     split_cards,
 )
-from training.synth import DIFFICULTIES, Difficulty
+from training.synth import DIFFICULTIES, Difficulty, photo_view
 
 PHOTO_KINDS = ("degrade", *DIFFICULTIES)
 

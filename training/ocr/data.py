@@ -5,7 +5,8 @@ Ground truth comes from the catalog records, formatted exactly as `cardrender.py
 taken the way the reader takes it, from a misaligned face: the crop's residual vertical offset is within
 the reader's search step for most samples (label: the text), and far off for some (label: empty), so the
 model learns to read only a centred line, which lets the reader pick the most confident of its offsets.
-Synthetic lines drawn with the renderer's own fonts cover characters and numbers the catalog rarely has.
+Synthetic lines drawn with the renderer's own fonts cover characters and numbers the catalog rarely has;
+with `p_photo`, faces come from the scanner's view of synthetic phone photos (`training.synth`) too.
 Every sample is a pure function of its seed: training seeds are < 9,000,000, evaluation seeds >= 10,000,000.
 """
 
@@ -32,6 +33,7 @@ from catalog_api.kit.cardtext import footer_line, printed_number
 from models.geometry import read_face
 from models.ocr import CANVAS_H, CANVAS_W, FOOTER, NAME, Region, region_quad, to_tensor, warp
 from training.renders import SHARED, load_renderer
+from training.synth import Difficulty, photo_view
 
 TRAIN_SEED_LIMIT = 9_000_000  # evaluation starts at 10,000,000; in-training validation at 19,000,000
 EVAL_SEED_BASE = 10_000_000
@@ -402,6 +404,15 @@ class LineSampler:
         pool = self.coded if p_coded and self.coded and rng.random() < p_coded else self.ids
         card = self.texts[pool[int(rng.integers(len(pool)))]]
         face = read_face(self.faces / card.card_id / "high.jpg")
+        p_degrade = self.cfg.get("p_degrade", 0.85)
+        # `p_photo` (0 by default, which keeps every seed's sample as it was): that share of faces is the
+        # scanner's rectified view of a synthetic phone photo (`training.synth`), with its glare bands over
+        # the text, sleeves, fingers, blur and JPEG; those crops are already damaged, so `photo_degrade`
+        # (which a synthetic band drawn in the photo's place takes too: cpu-hard.yaml was trained so).
+        p_photo = float(self.cfg.get("p_photo", 0.0))
+        if p_photo and rng.random() < p_photo:
+            face = self.photo_face(face, seed, rng)
+            p_degrade = self.cfg.get("photo_degrade", 0.0)
         out: dict[str, Line] = {}
         for region in (NAME, FOOTER):
             if rng.random() < p_bg * level:
@@ -424,9 +435,19 @@ class LineSampler:
                     image, code, number = self.synth.footer_band(rng)
                     origin = float(FOOTER_BAND[0])
                 line = (f"{code} {number}" if code else number, *footer_layout(code, number))
-            p_degrade = self.cfg.get("p_degrade", 0.85)
             out[region.name] = line_crop(image, region, line, rng, origin, p_neg, level, p_degrade)
         return out
+
+    def photo_face(self, face: np.ndarray, seed: int, rng: np.random.Generator) -> np.ndarray:
+        """A phone photo of `face` as the scanner rectifies it, from the photo's true corners: the crops'
+        own jitter stands for the detector's error, as on rendered faces. `photo_hard_p` of the photos are
+        hard, and `photo_hard_v1_p` of those come from the bucket before #13's (`hard-v1`), so the reader
+        keeps what it read there. `photo_scale` composes the photo smaller than the benchmark's 12 MP."""
+        hard = rng.random() < float(self.cfg.get("photo_hard_p", 0.7))
+        older = rng.random() < float(self.cfg.get("photo_hard_v1_p", 0.3))
+        bucket: Difficulty = "hard-v1" if older else "hard"
+        scale = float(self.cfg.get("photo_scale", 1.0))
+        return photo_view(face, seed, hard, scale, 0.0, hard_bucket=bucket)
 
 
 def collate(rows: list[dict[str, Line]], norm: tuple[Any, Any]) -> dict[str, Any]:

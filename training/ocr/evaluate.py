@@ -5,6 +5,13 @@ clean rendered face, and a degraded one (misaligned by up to 2%, then colour cas
 resolution, noise and JPEG), with augment seeds from `--seed-base` (>= 10,000,000; training stays below
 9,000,000). Reports exact-match accuracy for name, number and set code, their character error rates, how
 often a field was left unread versus read wrong (worse: the matcher trusts a read), and ms per face.
+
+`--photos standard,hard,hard-v1` adds the scanner's rectified view of `training.synth` phone photos of
+the same cards (12 MP, each corner off by up to 1% of the card's height, about what the detector
+leaves). For every face whose artwork is printed on more than one card, it also scores the footer lines
+of all those reprints, as fusion does (`serve_app.fusion.footer_posterior`): how often the true line is
+likeliest, and how often the footer alone would answer (posterior >= `Thresholds.footer_accept`, legible
+per `Thresholds.footer_floor`) right and wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from rapidfuzz.distance import Levenshtein
 
 from models.geometry import read_face
 from models.ocr import WEIGHTS, PrintRead, PrintReader
+from serve_app.fusion import Thresholds
 from training.ocr.data import (
     EVAL_SEED_BASE,
     CardText,
@@ -32,9 +40,14 @@ from training.ocr.data import (
     misalign_face,
 )
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
+from training.synth import DIFFICULTIES, photo_view
 
 REPO = Path(__file__).resolve().parents[2]
 _TOTAL = re.compile(r"^(.*?)(?:/(\d+))?$")
+# Of the card's height, per corner coordinate: a mean error of ~0.35%, as the detector leaves (0.2-0.6%).
+PHOTO_CORNER_ERROR = 0.01
+# Each photo kind's seeds start this far past `--seed-base`, so kinds never share a photo's draws.
+KIND_OFFSETS = {"standard": 100_000, "hard": 200_000, "hard-v1": 300_000}
 
 
 def truth(card: CardText) -> dict[str, str | None]:
@@ -83,14 +96,64 @@ def score(reads: list[PrintRead], cards: list[CardText]) -> dict[str, Any]:
     return out
 
 
-def run(reader: PrintReader, faces: list[np.ndarray], batch: int) -> tuple[list[PrintRead], float]:
-    """Reads and wall-clock ms per face (after one warm-up batch)."""
+def footer_choice(reads: list[PrintRead], cards: list[CardText], groups: list[list[str]]) -> dict[str, Any]:
+    """Telling reprints apart by their footers (`groups`: each card's artwork's footer lines, its own
+    included), over the faces whose artwork has more than one distinct line: the share where the true line
+    is the likeliest, and where the footer alone would answer (fusion's `footer_accept` and `footer_floor`)
+    the right card and a wrong one."""
+    t = Thresholds()
+    n = likeliest = sure_right = sure_wrong = 0
+    for read, card, lines in zip(reads, cards, groups, strict=True):
+        if len(set(lines)) < 2:
+            continue
+        n += 1
+        logp = np.array([read.footer_scores.get(line, -np.inf) for line in lines])
+        if not np.isfinite(logp.max()):
+            continue
+        best = int(np.argmax(logp))
+        posterior = np.exp(logp - logp.max())
+        share = float(posterior[best] / posterior.sum())
+        right = lines[best] == card.footer_line and int((logp == logp[best]).sum()) == 1
+        likeliest += right
+        legible = np.exp(logp[best] / max(1, len(lines[best]))) >= t.footer_floor
+        if legible and share >= t.footer_accept:
+            sure_right += right
+            sure_wrong += not right
+    k = max(1, n)
+    return {
+        "faces": n,
+        "likeliest_right": likeliest / k,
+        "sure_right": sure_right / k,
+        "sure_wrong": sure_wrong / k,
+    }
+
+
+def run(
+    reader: PrintReader, faces: list[np.ndarray], batch: int, footers: list[list[str]] | None = None
+) -> tuple[list[PrintRead], float]:
+    """Reads and wall-clock ms per face (after one warm-up batch); `footers`: lines to score per face."""
     reader.read_batch(faces[:batch])
     start = time.perf_counter()
     reads: list[PrintRead] = []
     for i in range(0, len(faces), batch):
-        reads += reader.read_batch(faces[i : i + batch])
+        reads += reader.read_batch(faces[i : i + batch], footers[i : i + batch] if footers else None)
     return reads, 1000 * (time.perf_counter() - start) / max(1, len(faces))
+
+
+def photo_faces(kind: str, picked: list[str], faces: Path, seed_base: int) -> list[np.ndarray]:
+    """The scanner's rectified views of `kind` phone photos of the picked cards."""
+    seed = seed_base + KIND_OFFSETS[kind]
+    return [
+        photo_view(
+            read_face(faces / card_id / "high.jpg"),
+            seed + k,
+            kind != "standard",
+            1.0,
+            PHOTO_CORNER_ERROR,
+            hard_bucket="hard-v1" if kind == "hard-v1" else "hard",
+        )
+        for k, card_id in enumerate(picked)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, help="JSON report (default: runs/ocr/eval-<seed base>.json)")
+    parser.add_argument(
+        "--photos", default="", help=f"comma-separated photo kinds to add: {','.join(DIFFICULTIES)}"
+    )
     args = parser.parse_args(argv)
+    kinds = [k for k in args.photos.split(",") if k]
+    if unknown := set(kinds) - set(DIFFICULTIES):
+        parser.error(f"unknown photo kinds: {sorted(unknown)}")
     if args.seed_base < EVAL_SEED_BASE:
         parser.error(f"evaluation seeds start at {EVAL_SEED_BASE:,}: lower ones are training's")
     torch.set_num_threads(args.threads)
@@ -120,6 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     for k, face in enumerate(clean):
         face_rng = np.random.default_rng(args.seed_base + k)
         degraded.append(degrade(misalign_face(face, face_rng), face_rng, glare_peak=0.8))
+    views = {"clean": clean, "degraded": degraded}
+    views |= {kind: photo_faces(kind, picked, args.faces, args.seed_base) for kind in kinds}
+    manifest_rows = read_manifest(args.faces / "manifest.jsonl")
+    by_artwork: dict[str, list[str]] = {}
+    for card_id, row in manifest_rows.items():
+        if card_id in texts:
+            by_artwork.setdefault(row["artwork_key"], []).append(texts[card_id].footer_line)
+    groups = [by_artwork[manifest_rows[i]["artwork_key"]] for i in picked]
     reader = PrintReader(weights=args.weights, device=args.device)
     report: dict[str, Any] = {
         "weights": str(args.weights),
@@ -127,10 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         "seed_base": args.seed_base,
         "threads": args.threads,
         "device": args.device,
+        "photos": kinds,
     }
-    for label, faces in (("clean", clean), ("degraded", degraded)):
-        reads, ms = run(reader, faces, args.batch)
+    for label, faces in views.items():
+        reads, ms = run(reader, faces, args.batch, groups)
         report[label] = {**score(reads, cards), "ms_per_face": round(ms, 1)}
+        report[label]["reprint_footer"] = footer_choice(reads, cards, groups)
         report[label]["examples_wrong"] = [
             {"id": c.card_id, "want": truth(c), "got": {k: getattr(r, k) for k in truth(c)}}
             for r, c in zip(reads, cards, strict=True)
@@ -144,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         info = json.loads(manifest.read_text())
         info["size_bytes"] = args.weights.stat().st_size
         info["evaluation"] = {k: v for k, v in report.items() if k != "weights"}
-        for label in ("clean", "degraded"):
+        for label in views:
             info["evaluation"][label] = {k: v for k, v in report[label].items() if k != "examples_wrong"}
         manifest.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n")
     print(table(report))
@@ -154,15 +233,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(report: dict[str, Any]) -> str:
     """The report as a small Markdown table."""
+    labels = ["clean", "degraded", *report.get("photos", [])]
     lines = ["| faces | field | exact | CER | unread | wrong |", "|---|---|---|---|---|---|"]
-    for label in ("clean", "degraded"):
+    for label in labels:
         for field in ("name", "number", "set_code"):
             r = report[label][field]
             cells = " | ".join(f"{r[k]:.3f}" for k in ("exact", "cer", "unread", "wrong"))
             lines.append(f"| {label} | {field} | {cells} |")
-    lines.append(
-        f"ms/face: clean {report['clean']['ms_per_face']}, degraded {report['degraded']['ms_per_face']}"
-    )
+    head = "| faces | reprint faces | footer likeliest right | footer alone right | footer alone wrong |"
+    lines += ["", head, "|---" * 5 + "|"]
+    for label in labels:
+        r = report[label]["reprint_footer"]
+        cells = " | ".join(f"{r[k]:.3f}" for k in ("likeliest_right", "sure_right", "sure_wrong"))
+        lines.append(f"| {label} | {r['faces']} | {cells} |")
+    lines.append("ms/face: " + ", ".join(f"{label} {report[label]['ms_per_face']}" for label in labels))
     return "\n".join(lines)
 
 

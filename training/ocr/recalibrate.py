@@ -5,7 +5,8 @@ Training sends a name batch and then a footer batch through one backbone, so Bat
 to step: on the GPU box the in-training name accuracy moved between 28% and 65% across checkpoints of one
 run while its loss fell smoothly. This pass replaces those statistics with the plain average over
 `--batches` name and footer batches of training samples (no weight changes), reports the validation
-before and after, and writes the weights back with a note in their manifest.
+before and after, and writes the weights back with a note in their manifest. `--config` averages over a
+training config's data mix (e.g. training/ocr/cpu-hard.yaml's phone photos) instead of the defaults'.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from models.ocr import WEIGHTS, Recognizer, build_model
 from training.ocr.data import VOCAB, LineBatches, LineSampler, collate
 from training.ocr.train import DEFAULTS, VAL_SEED_BASE, line_samplers, validate
 from training.renders import DEFAULT_CACHE, SHARED
+from training.runconfig import resolve_config
 
 SEED_OFFSET = 120_000  # in 64-sample steps: seeds 7,680,000+, past every training run so far
 
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--faces", type=Path, default=DEFAULT_CACHE / "catalog")
     parser.add_argument("--catalog", type=Path, default=SHARED / "catalog")
+    parser.add_argument("--config", type=Path, help="a training config whose `data` mix to average over")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cv2.setNumThreads(0)  # OpenCV's thread pool does not survive the fork into the data workers
@@ -58,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(blob.get("arch", DEFAULTS["arch"]), vocab, **blob.get("model_kwargs", {}))
     load_weights(model, blob)
 
-    sampler, val_sampler = line_samplers(args.faces, args.catalog, DEFAULTS["data"] | {"p_coded": 0.4})
+    data = DEFAULTS["data"] | {"p_coded": 0.4}
+    if args.config:
+        data = resolve_config(DEFAULTS, args.config, [])["data"]
+    sampler, val_sampler = line_samplers(args.faces, args.catalog, data)
     norm = (model.cfg["mean"], model.cfg["std"])
     val = collate([val_sampler(VAL_SEED_BASE + i) for i in range(256)], norm)
     before = validate(model.eval(), val, vocab)
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest = json.loads(manifest_path.read_text())
         manifest["file"], manifest["size_bytes"] = out.name, out.stat().st_size
         manifest["bn_recalibration"] = {
+            "data": data,
             "batches": args.batches,
             "samples": args.batches * 64 * 2,
             "seeds": f"{SEED_OFFSET * 64:,}+",
