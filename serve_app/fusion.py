@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
@@ -262,13 +262,19 @@ def footer_posterior(cards: list[CardPrint], scores: Mapping[str, float]) -> dic
     return {card_id: weight / total for card_id, weight in weights.items()}
 
 
-def _footer_odds(
-    group: list[CardPrint], scores: Mapping[str, float], t: Thresholds
-) -> tuple[str, dict[str, float], bool] | None:
-    """The likeliest reprint, the footer posterior over an artwork's reprints, and whether the footer is
-    legible enough to answer alone (the likeliest line scores `footer_floor` per glyph), when the crop
-    shows a footer at all: that line must score `footer_order_floor` per glyph (glare leaves every line
-    unlikely, and then the odds among them are noise). None otherwise."""
+class FooterOdds(NamedTuple):
+    """What an artwork's reprints' footer lines say: the likeliest reprint, the posterior over them, and
+    whether the footer is legible enough to answer alone (`Thresholds.footer_floor`)."""
+
+    likeliest: str
+    posterior: dict[str, float]
+    sure: bool
+
+
+def footer_odds(group: list[CardPrint], scores: Mapping[str, float], t: Thresholds) -> FooterOdds | None:
+    """The footer's odds over an artwork's reprints when the crop shows a footer at all: the likeliest
+    line must score `footer_order_floor` per glyph (glare leaves every line unlikely, and then the odds
+    among them are noise). None otherwise."""
     posterior = footer_posterior(group, scores)
     if not posterior:
         return None
@@ -277,7 +283,7 @@ def _footer_odds(
     per_glyph = math.exp(scores[line] / max(1, len(line)))
     if per_glyph < t.footer_order_floor:
         return None
-    return likeliest, posterior, per_glyph >= t.footer_floor
+    return FooterOdds(likeliest, posterior, per_glyph >= t.footer_floor)
 
 
 def decide(
@@ -338,7 +344,7 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
     margin = best_sim - (other_art[0][1] if other_art else 0.0)
     details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(same_art))
     reprints = [table.cards[cid] for cid in table.by_artwork[top.artwork]]
-    footer = _footer_odds(reprints, read.footer_scores if read else {}, t) if len(reprints) > 1 else None
+    footer = footer_odds(reprints, read.footer_scores if read else {}, t) if len(reprints) > 1 else None
     odds: Mapping[str, float] = {}
     if footer is not None:
         # The footer's odds decide among the artwork's reprints, the best-path read notwithstanding: they
@@ -365,7 +371,7 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
     if single:
         return Decision(matches=[(top.id, _score(best_sim))], details=details)
     race = [(cid, sim) for cid, sim in pool if sim >= best_sim - t.race_window][:MAX_MATCHES]
-    if (footer is None or not footer[2]) and len(reprints) > MAX_MATCHES and not legible:
+    if (footer is None or not footer.sure) and len(reprints) > MAX_MATCHES and not legible:
         # The best artwork has more reprints than a race may hold, and its footer is too faint to answer
         # from: whatever else is legible chooses its five (`reprint_order`), each at the artwork's similarity.
         race = [(card.id, best_sim) for card in reprint_order(reprints, read, candidates, table)][
@@ -419,11 +425,11 @@ def _group_race(
     group = [table.cards[card_id] for card_id in table.by_artwork[artwork]]
     details.update(best_similarity=round(sim, 4), margin=round(margin, 4), same_artwork=len(group))
     details["sure_artwork"] = artwork
-    footer = _footer_odds(group, read.footer_scores if read else {}, t)
-    if footer is not None and (footer[2] or len(group) <= MAX_MATCHES):
+    footer = footer_odds(group, read.footer_scores if read else {}, t)
+    if footer is not None and (footer.sure or len(group) <= MAX_MATCHES):
         # Faint odds only order a group that fits in the race; choosing five of a larger one is
         # `reprint_order`'s, as in `_decide`.
-        odds = footer[1]
+        odds = footer.posterior
         details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
         group.sort(key=lambda card: (-odds[card.id], -candidates.get(card.id, 0.0), card.id))
     else:

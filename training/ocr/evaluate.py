@@ -30,7 +30,7 @@ from rapidfuzz.distance import Levenshtein
 
 from models.geometry import read_face
 from models.ocr import WEIGHTS, PrintRead, PrintReader
-from serve_app.fusion import Thresholds
+from serve_app.fusion import CardPrint, Thresholds, footer_odds, footer_posterior
 from training.ocr.data import (
     EVAL_SEED_BASE,
     CardText,
@@ -96,27 +96,28 @@ def score(reads: list[PrintRead], cards: list[CardText]) -> dict[str, Any]:
     return out
 
 
-def footer_choice(reads: list[PrintRead], cards: list[CardText], groups: list[list[str]]) -> dict[str, Any]:
-    """Telling reprints apart by their footers (`groups`: each card's artwork's footer lines, its own
-    included), over the faces whose artwork has more than one distinct line: the share where the true line
-    is the likeliest, and where the footer alone would answer (fusion's `footer_accept` and `footer_floor`)
-    the right card and a wrong one."""
+def footer_choice(
+    reads: list[PrintRead], cards: list[CardText], groups: list[list[CardPrint]]
+) -> dict[str, Any]:
+    """Telling reprints apart by their footers as fusion does (`groups`: each card's artwork's reprints, its
+    own included), over the faces whose artwork has more than one distinct footer line: the share where the
+    true line is alone the likeliest, and where the footer alone would answer (`footer_odds`, legible and
+    holding `footer_accept`) the right card and a wrong one."""
     t = Thresholds()
     n = likeliest = sure_right = sure_wrong = 0
-    for read, card, lines in zip(reads, cards, groups, strict=True):
-        if len(set(lines)) < 2:
+    for read, card, group in zip(reads, cards, groups, strict=True):
+        if len({reprint.footer for reprint in group}) < 2:
             continue
         n += 1
-        logp = np.array([read.footer_scores.get(line, -np.inf) for line in lines])
-        if not np.isfinite(logp.max()):
+        posterior = footer_posterior(group, read.footer_scores)
+        if not posterior:
             continue
-        best = int(np.argmax(logp))
-        posterior = np.exp(logp - logp.max())
-        share = float(posterior[best] / posterior.sum())
-        right = lines[best] == card.footer_line and int((logp == logp[best]).sum()) == 1
-        likeliest += right
-        legible = np.exp(logp[best] / max(1, len(lines[best]))) >= t.footer_floor
-        if legible and share >= t.footer_accept:
+        best = max(posterior.values())
+        tops = [reprint for reprint in group if posterior[reprint.id] == best]
+        likeliest += len(tops) == 1 and tops[0].footer == card.footer_line
+        odds = footer_odds(group, read.footer_scores, t)
+        if odds is not None and odds.sure and odds.posterior[odds.likeliest] >= t.footer_accept:
+            right = next(r.footer for r in group if r.id == odds.likeliest) == card.footer_line
             sure_right += right
             sure_wrong += not right
     k = max(1, n)
@@ -140,19 +141,19 @@ def run(
     return reads, 1000 * (time.perf_counter() - start) / max(1, len(faces))
 
 
-def photo_faces(kind: str, picked: list[str], faces: Path, seed_base: int) -> list[np.ndarray]:
-    """The scanner's rectified views of `kind` phone photos of the picked cards."""
+def photo_faces(kind: str, faces: list[np.ndarray], seed_base: int) -> list[np.ndarray]:
+    """The scanner's rectified views of `kind` phone photos of these faces."""
     seed = seed_base + KIND_OFFSETS[kind]
     return [
         photo_view(
-            read_face(faces / card_id / "high.jpg"),
+            face,
             seed + k,
             kind != "standard",
             1.0,
             PHOTO_CORNER_ERROR,
             hard_bucket="hard-v1" if kind == "hard-v1" else "hard",
         )
-        for k, card_id in enumerate(picked)
+        for k, face in enumerate(faces)
     ]
 
 
@@ -178,9 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"evaluation seeds start at {EVAL_SEED_BASE:,}: lower ones are training's")
     torch.set_num_threads(args.threads)
     texts = catalog_texts(args.catalog)
-    held_out = sorted(
-        i for i in read_manifest(args.faces / "manifest.jsonl") if i in texts and is_eval_card(i)
-    )
+    rendered = read_manifest(args.faces / "manifest.jsonl")
+    held_out = sorted(i for i in rendered if i in texts and is_eval_card(i))
     rng = np.random.default_rng(args.seed_base)
     picked = sorted(rng.choice(held_out, size=min(args.count, len(held_out)), replace=False).tolist())
     cards = [texts[i] for i in picked]
@@ -190,13 +190,15 @@ def main(argv: list[str] | None = None) -> int:
         face_rng = np.random.default_rng(args.seed_base + k)
         degraded.append(degrade(misalign_face(face, face_rng), face_rng, glare_peak=0.8))
     views = {"clean": clean, "degraded": degraded}
-    views |= {kind: photo_faces(kind, picked, args.faces, args.seed_base) for kind in kinds}
-    manifest_rows = read_manifest(args.faces / "manifest.jsonl")
-    by_artwork: dict[str, list[str]] = {}
-    for card_id, row in manifest_rows.items():
+    views |= {kind: photo_faces(kind, clean, args.seed_base) for kind in kinds}
+    by_artwork: dict[str, list[CardPrint]] = {}
+    for card_id, row in rendered.items():
         if card_id in texts:
-            by_artwork.setdefault(row["artwork_key"], []).append(texts[card_id].footer_line)
-    groups = [by_artwork[manifest_rows[i]["artwork_key"]] for i in picked]
+            text = texts[card_id]
+            reprint = CardPrint(card_id, text.name, text.number, text.set_code, None, row["artwork_key"])
+            by_artwork.setdefault(reprint.artwork, []).append(reprint)
+    groups = [by_artwork[rendered[i]["artwork_key"]] for i in picked]
+    footers = [[reprint.footer for reprint in group] for group in groups]
     reader = PrintReader(weights=args.weights, device=args.device)
     report: dict[str, Any] = {
         "weights": str(args.weights),
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "photos": kinds,
     }
     for label, faces in views.items():
-        reads, ms = run(reader, faces, args.batch, groups)
+        reads, ms = run(reader, faces, args.batch, footers)
         report[label] = {**score(reads, cards), "ms_per_face": round(ms, 1)}
         report[label]["reprint_footer"] = footer_choice(reads, cards, groups)
         report[label]["examples_wrong"] = [
