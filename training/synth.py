@@ -553,18 +553,12 @@ def make_photo(
 
 
 def photo_view(
-    face: np.ndarray,
-    seed: int,
-    hard: bool,
-    scale: float,
-    corner_error: float,
-    hard_bucket: Difficulty = "hard",
+    face: np.ndarray, seed: int, difficulty: Difficulty, scale: float, corner_error: float
 ) -> np.ndarray:
     """The scanner's view of a synthetic phone photo of `face`: rectified from its true corners, each moved
-    by up to `corner_error` of the card's height (what the detector leaves), upright. Hard photos come
-    from `hard_bucket` (`hard-v1`: the bucket before #13's). The embedder's and the reader's training
-    and evaluations share it, so they see the photos the scanner would."""
-    photo = make_photo(face, seed, hard_bucket if hard else "standard", scale=scale)
+    by up to `corner_error` of the card's height (what the detector leaves), upright. The embedder's and
+    the reader's training and evaluations share it, so they see the photos the scanner would."""
+    photo = make_photo(face, seed, difficulty, scale=scale)
     assert photo.corners is not None
     rng = np.random.default_rng([seed, 7])
     height = float(np.linalg.norm(photo.corners[3] - photo.corners[0]))

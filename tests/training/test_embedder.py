@@ -94,14 +94,7 @@ def test_hard_phone_photo_finds_its_artwork(
     buckets: tuple[Difficulty, ...] = ("hard", "hard-v1")
     for bucket in buckets:
         photos = [
-            photo_view(
-                read_face(path),
-                EVAL_SEED_BASE + 778_000 + i,
-                True,
-                1.0,
-                corner_error=0.02,
-                hard_bucket=bucket,
-            )
+            photo_view(read_face(path), EVAL_SEED_BASE + 778_000 + i, bucket, 1.0, corner_error=0.02)
             for i, (_, path, _) in enumerate(faces)
         ]
         assert all(p.shape == (838, 600, 3) for p in photos)
@@ -185,6 +178,6 @@ def test_training_pairs_draw_hard_v1_only_when_asked(faces: list[tuple[str, Path
         dataset = PairDataset(cards, mix=PhotoMix(photo_p=1.0, hard_p=1.0, hard_v1_p=hard_v1_p))
         photos[bucket] = [dataset[item][1] for item in items]
         for (i, seed), photo in zip(items, photos[bucket], strict=True):
-            view = photo_view(read_face(cards[i].high), 2 * seed, True, 0.5, 0.02, hard_bucket=bucket)
+            view = photo_view(read_face(cards[i].high), 2 * seed, bucket, 0.5, 0.02)
             np.testing.assert_array_equal(photo, prepare(view, dataset.size))
     assert not any(np.array_equal(a, b) for a, b in zip(photos["hard"], photos["hard-v1"], strict=True))

@@ -267,9 +267,8 @@ class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
         if draw[1] < self.mix.photo_p:
             hard = bool(draw[2] < self.mix.hard_p)
             bucket: Difficulty = "hard-v1" if draw[3] < self.mix.hard_v1_p else "hard"
-            photo = photo_view(
-                read_face(card.high), 2 * seed, hard, self.mix.scale, self.mix.corner_error, bucket
-            )
+            kind = bucket if hard else "standard"
+            photo = photo_view(read_face(card.high), 2 * seed, kind, self.mix.scale, self.mix.corner_error)
         else:
             photo = degrade(face, 2 * seed)
         return prepare(anchor, self.size), prepare(photo, self.size), int(self.art_ids[idx])

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import cv2
 import numpy as np
@@ -153,9 +153,8 @@ def query_photo(card: Card, seed: int, kind: str) -> np.ndarray:
     face = read_face(card.high)
     if kind == "degrade":
         return degrade(face, seed)
-    bucket: Difficulty = "hard-v1" if kind == "hard-v1" else "hard"
     view = PhotoMix()
-    return photo_view(face, seed, kind != "standard", view.scale, view.corner_error, hard_bucket=bucket)
+    return photo_view(face, seed, cast(Difficulty, kind), view.scale, view.corner_error)
 
 
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:

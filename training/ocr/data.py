@@ -445,9 +445,8 @@ class LineSampler:
         keeps what it read there. `photo_scale` composes the photo smaller than the benchmark's 12 MP."""
         hard = rng.random() < float(self.cfg.get("photo_hard_p", 0.7))
         older = rng.random() < float(self.cfg.get("photo_hard_v1_p", 0.3))
-        bucket: Difficulty = "hard-v1" if older else "hard"
-        scale = float(self.cfg.get("photo_scale", 1.0))
-        return photo_view(face, seed, hard, scale, 0.0, hard_bucket=bucket)
+        kind: Difficulty = ("hard-v1" if older else "hard") if hard else "standard"
+        return photo_view(face, seed, kind, float(self.cfg.get("photo_scale", 1.0)), 0.0)
 
 
 def collate(rows: list[dict[str, Line]], norm: tuple[Any, Any]) -> dict[str, Any]:

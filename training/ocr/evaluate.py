@@ -21,7 +21,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ from training.ocr.data import (
     misalign_face,
 )
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest
-from training.synth import DIFFICULTIES, photo_view
+from training.synth import DIFFICULTIES, Difficulty, photo_view
 
 REPO = Path(__file__).resolve().parents[2]
 _TOTAL = re.compile(r"^(.*?)(?:/(\d+))?$")
@@ -141,20 +141,10 @@ def run(
     return reads, 1000 * (time.perf_counter() - start) / max(1, len(faces))
 
 
-def photo_faces(kind: str, faces: list[np.ndarray], seed_base: int) -> list[np.ndarray]:
+def photo_faces(kind: Difficulty, faces: list[np.ndarray], seed_base: int) -> list[np.ndarray]:
     """The scanner's rectified views of `kind` phone photos of these faces."""
     seed = seed_base + KIND_OFFSETS[kind]
-    return [
-        photo_view(
-            face,
-            seed + k,
-            kind != "standard",
-            1.0,
-            PHOTO_CORNER_ERROR,
-            hard_bucket="hard-v1" if kind == "hard-v1" else "hard",
-        )
-        for k, face in enumerate(faces)
-    ]
+    return [photo_view(face, seed + k, kind, 1.0, PHOTO_CORNER_ERROR) for k, face in enumerate(faces)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "--photos", default="", help=f"comma-separated photo kinds to add: {','.join(DIFFICULTIES)}"
     )
     args = parser.parse_args(argv)
-    kinds = [k for k in args.photos.split(",") if k]
+    kinds = [cast(Difficulty, k) for k in args.photos.split(",") if k]
     if unknown := set(kinds) - set(DIFFICULTIES):
         parser.error(f"unknown photo kinds: {sorted(unknown)}")
     if args.seed_base < EVAL_SEED_BASE:
