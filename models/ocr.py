@@ -110,8 +110,15 @@ def crnn_features(model: Recognizer, x: torch.Tensor) -> torch.Tensor:
 
 
 def crnn_logits(model: Recognizer, x: torch.Tensor, seq: torch.Tensor | None = None) -> torch.Tensor:
-    """CRNN logits (B, T, vocab+1; blank last), bypassing docTR's forward, which wants labels in training."""
-    out, _ = model.decoder(crnn_features(model, x) if seq is None else seq)
+    """CRNN logits (B, T, vocab+1; blank last), bypassing docTR's forward, which wants labels in training.
+
+    The LSTM's zero state is made from the sequence itself: left to the LSTM, a trace records it as a
+    tensor on the tracing device, and the compiled reader then fails on any other (a GPU replica)."""
+    seq = crnn_features(model, x) if seq is None else seq
+    lstm = model.decoder
+    layers = lstm.num_layers * (2 if lstm.bidirectional else 1)
+    zeros = seq.new_zeros(layers, seq.shape[0], lstm.hidden_size)
+    out, _ = lstm(seq, (zeros, zeros))
     return model.linear(out)
 
 

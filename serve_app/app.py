@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,14 +42,14 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from catalog_api.kit.errors import APIError, PayloadTooLarge
+from catalog_api.kit.errors import PayloadTooLarge
 from catalog_api.kit.photo import MAX_IMAGE_BYTES
 from catalog_api.kit.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
-from models.geometry import half_turn, rectify, shrink
+from models.geometry import half_turn, shrink
 from serve_app.config import ScanConfig, resolve_device
-from serve_app.decoding import decode_photo, decode_photo_tensor
-from serve_app.fusion import PrintTable, Thresholds
-from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, Hits, Located, ScanPipeline
+from serve_app.fusion import Hits, PrintTable, Thresholds
+from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, Located, ScanPipeline
+from serve_app.stages import locate_photos, search_faces
 
 if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
     from serve_app.index_bundle import BundleWatcher, IndexBundle
@@ -99,11 +98,6 @@ class Detector:
         _limit_threads(device, threads)
         self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
-        self.rectify_tensor: Any = None
-        if self.on_device:  # torchvision's decoders only where they run
-            from models.tensor_ops import rectify_tensor
-
-            self.rectify_tensor = rectify_tensor
         self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def reconfigure(self, config: dict[str, Any]) -> None:
@@ -133,34 +127,10 @@ class Detector:
     def locate_photos(
         self, photos: list[bytes], timings: list[dict[str, float]] | None = None
     ) -> list[np.ndarray | Located]:
-        """Photos of any size and format in one batch, each decoded once, at working size: the rectified
-        face of each, or a `Located` saying there is none, or why. `timings`, when given (one dict per
-        photo), receives each photo's `decode` seconds and its batch's `locate` seconds."""
-        images: dict[int, np.ndarray] = {}
-        tensors: dict[int, Any] = {}  # the same working images on the torch device, when decoded there
-        out: list[np.ndarray | Located] = [Located() for _ in photos]
-        spent: list[dict[str, float]] = timings if timings is not None else [{} for _ in photos]
-        for i, data in enumerate(photos):
-            started = time.perf_counter()
-            try:
-                if self.on_device:
-                    tensors[i] = decode_photo_tensor(data, self.model.device)
-                    images[i] = tensors[i].permute(1, 2, 0).contiguous().cpu().numpy()
-                else:
-                    images[i] = decode_photo(data)
-            except APIError as error:
-                out[i] = Located(error=(error.code, error.message))
-            spent[i]["decode"] = time.perf_counter() - started
-        started = time.perf_counter()
-        quads = self.model.locate_batch(list(images.values())) if images else []
-        for (i, image), quad in zip(images.items(), quads, strict=True):
-            if quad is None:
-                continue
-            out[i] = self.rectify_tensor(tensors[i], quad) if i in tensors else rectify(image, quad)
-        located_s = time.perf_counter() - started
-        for i in images:
-            spent[i]["locate"] = located_s
-        return out
+        """Photos of any size and format in one batch (`serve_app.stages.locate_photos`): the rectified
+        face of each, or a `Located` saying there is none, or why."""
+        found = locate_photos(self.model, photos, self.on_device, timings)
+        return [face if isinstance(face, np.ndarray) else Located(error=face) for face in found]
 
 
 @serve.deployment(max_ongoing_requests=32)
@@ -274,9 +244,8 @@ class Embedder:
         bundle = self._prepare()
 
         def run() -> list[tuple[Hits, Hits, str]]:
-            both = [view for face in faces for view in (face, half_turn(face))]
-            hits = bundle.index.search(self.model.embed_batch(both), self.top_k)
-            return [(up, down, bundle.stamp) for up, down in zip(hits[0::2], hits[1::2], strict=True)]
+            hits = search_faces(self.model, bundle.index, faces, self.top_k)
+            return [(up, down, bundle.stamp) for up, down in hits]
 
         return await asyncio.to_thread(run)
 

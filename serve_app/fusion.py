@@ -29,6 +29,8 @@ from catalog_api.kit.scan_contract import (
 )
 
 MAX_MATCHES = 5
+# Index search hits for one face: (card id, cosine similarity), best first.
+Hits = list[tuple[str, float]]
 
 
 @dataclass(frozen=True)
@@ -234,9 +236,7 @@ def _agrees(card: CardPrint, read: Print) -> bool:
     return read.code is None or (card.set_code or "").upper() == read.code
 
 
-def footer_candidates(
-    hits: list[tuple[str, float]], table: PrintTable, window: float = 0.05, limit: int = 32
-) -> list[str]:
+def footer_candidates(hits: Hits, table: PrintTable, window: float = 0.05, limit: int = 32) -> list[str]:
     """The footer lines worth scoring for a photo: every reprint of each artwork the picture matched within
     `window` of its best hit (the artworks a race could hold; a reprint the index ranked low still shares
     its artwork's look), best first, at most `limit` (each costs the reader ~0.3 ms)."""
@@ -499,9 +499,7 @@ def _sure_of_one_artwork(decision: Decision, table: PrintTable, t: Thresholds) -
     return len(artworks) == 1 and sure and decision.details.get("margin", 0.0) >= t.margin
 
 
-def better_turn(
-    face: Any, turned: Any, upright: list[tuple[str, float]], upside_down: list[tuple[str, float]]
-) -> tuple[Any, list[tuple[str, float]]]:
+def better_turn(face: Any, turned: Any, upright: Hits, upside_down: Hits) -> tuple[Any, Hits]:
     """The face the right way up, with its hits: the one whose best catalog match is closer (the detector
     leaves open which short side is the top)."""
     best = [hits[0][1] if hits else -1.0 for hits in (upright, upside_down)]

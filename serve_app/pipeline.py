@@ -24,12 +24,19 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Histogram
 
 from catalog_api.kit.scan_contract import ScanAnswer, refusal
-from serve_app.fusion import Decision, PrintTable, Read, Thresholds, better_turn, decide, footer_candidates
+from serve_app.fusion import (
+    Decision,
+    PrintTable,
+    Read,
+    Thresholds,
+    better_turn,
+    decide,
+    footer_candidates,
+)
 
 # The application's deployment names (the classes in serve_app.app, and the names deploy/ configs use).
 DETECTOR, EMBEDDER, READER, SERVICE = "Detector", "Embedder", "Reader", "ScanService"
 TABLES_KEPT = 2
-Hits = list[tuple[str, float]]
 # Stage latency buckets (seconds): a stage takes ~5 ms (search) to ~1 s (a 12 MP decode on a busy CPU).
 # Ray exports it as `ray_cardcat_scanner_stage_seconds` (deploy/grafana/cardcat.json).
 STAGE_METRIC = "cardcat_scanner_stage_seconds"

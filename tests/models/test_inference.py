@@ -94,7 +94,9 @@ def test_detector_batches_of_any_size_find_the_same_corners(faces: list[tuple[st
     assert len(together) == len(photos) and together[-1] is None and alone[-1] is None
     for a, b in zip(together[:-1], alone[:-1], strict=True):
         assert a is not None and b is not None and a.shape == (4, 2) and a.dtype == np.float32
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-3)
+        # oneDNN sums in a batch-size-dependent order; on an AVX-512 Xeon that moved a corner 0.0011 px.
+        # A hundredth of a pixel still catches any real mix-up between a batch's photos.
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-2)
     assert model.predict_batch([]) == [] and model.locate(photos[0]) is not None
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,3 +120,18 @@ def test_reader_weights_match_their_manifest_and_compiled_network() -> None:
     _, b = docTR.read_lines(crops)
     assert a is not None and b is not None and a.shape == b.shape and a.dtype == torch.float32
     torch.testing.assert_close(a, b, rtol=0, atol=1e-3)
+
+
+def test_the_compiled_reader_runs_on_whatever_device_it_is_loaded_on(tmp_path: Path) -> None:
+    """A trace records every tensor the network makes itself on the tracing device: the LSTM's zero state
+    once came out as a constant `cpu` tensor, and the compiled reader compiled here failed on a GPU
+    replica ("Input and hidden tensors are not at the same device", seen on an H200). The shipped file
+    and a fresh compile must name no device at all."""
+    require_weights("ocr.pt", "ocr.ts")
+    from models.ocr import COMPILED, compile_reader
+
+    fresh = compile_reader(WEIGHTS / "ocr.pt", tmp_path / "fresh.ts")
+    for path in (COMPILED, fresh):
+        graph = str(torch.jit.load(str(path)).graph)
+        assert "aten::lstm" in graph  # the part that makes its own state
+        assert not re.findall(r'Device = prim::Constant\[value="[^"]*"\]', graph), path

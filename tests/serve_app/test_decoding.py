@@ -8,13 +8,22 @@ import io
 from collections.abc import Iterator
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from PIL import Image
 
+from catalog_api.kit.errors import UnsupportedImage
 from models.detector import WEIGHTS, CardDetector
 from models.geometry import read_face
-from serve_app.decoding import DRAFT_MIN_SIDE, WORK_MAX_SIDE, dct_reduction, decode_image, decode_photo
+from serve_app.decoding import (
+    DRAFT_MIN_SIDE,
+    WORK_MAX_SIDE,
+    dct_reduction,
+    decode_image,
+    decode_jpeg_opencv,
+    decode_photo,
+)
 from training.detector.evaluate import corner_error_pct
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
 from training.synth import make_photo
@@ -67,6 +76,40 @@ def test_reduction_keeps_the_long_side() -> None:
     for width, height in ((4032, 3024), (1632, 1224), (12000, 9000), (999, 10)):
         k = dct_reduction(width, height)
         assert max(width, height) / k >= min(DRAFT_MIN_SIDE, max(width, height))
+
+
+def pillow_working_image(data: bytes) -> np.ndarray:
+    """What Pillow alone makes of a JPEG at the scanner's scale: draft decode, EXIF transpose, RGB."""
+    from PIL import ImageOps
+
+    with Image.open(io.BytesIO(data)) as im:
+        k = dct_reduction(*im.size)
+        im.draft("RGB", (-(-im.size[0] // k), -(-im.size[1] // k)))
+        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "orientation"), [(4032, 3024, 1), (1632, 1224, 6), (2200, 1000, 3)]
+)
+def test_opencv_decodes_a_jpeg_to_pillows_pixels(width: int, height: int, orientation: int) -> None:
+    """Whole colour JPEGs go through OpenCV (no copies between decoder and array): the same reduction, the
+    same orientation and, being the same libjpeg, the same pixels as Pillow's decode. A JPEG with bytes
+    after its end marker, or in grey, still decodes (through Pillow); a truncated one is still refused."""
+    rng = np.random.default_rng(width)
+    smooth = cv2.resize(rng.integers(0, 256, (height // 50, width // 50, 3), np.uint8), (width, height))
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    data = jpeg(smooth, exif)
+    assert decode_jpeg_opencv(data, dct_reduction(width, height)) is not None  # the path under test
+    decoded = decode_photo(data)
+    assert decoded.shape == pillow_working_image(data).shape
+    assert np.abs(decoded.astype(int) - pillow_working_image(data)).max() <= 1
+    assert decode_photo(data + b"trailer written by a phone").shape == decoded.shape
+    grey = io.BytesIO()
+    Image.fromarray(smooth[..., 0]).save(grey, format="JPEG", quality=90)
+    assert decode_photo(grey.getvalue()).shape[2] == 3
+    with pytest.raises(UnsupportedImage):
+        decode_photo(data[: len(data) // 2])
 
 
 @needs_shared

@@ -1,0 +1,336 @@
+"""The scanner's models on one device, in-process: scans/s by batch size and worker processes.
+
+`benchmarks/scan_load.py` measures the product through its real ingress; this measures what one GPU (or
+this CPU) can do for the three models once Ray and HTTP are out of the way, with the very code the
+replicas run (`serve_app.stages`, the models, the fusion): decode (nvJPEG on a GPU) and locate and
+rectify, embed both ways up and search the full index (one exact matrix product on a GPU), read the print
+with the race's footers, fuse. Each worker process loads its own models and loops over batches of
+photos for a fixed time; stages run one after another in a worker, so several workers are what keep the
+device busy (as several replicas would).
+
+A GPU box here has the models' packages but no Ray, and none of `../shared`, so the photos and the
+index are made beforehand on a machine that has both and carried over:
+
+    .venv/bin/python benchmarks/scan_gpu.py prepare DIR [--photos 48]   # full-catalog index + 2 MP photos
+    python3 benchmarks/scan_gpu.py run DIR [--device cuda] [--batch 1,8,32,64] [--workers 1,4,8]
+
+`run` prints a table and writes JSON (`--out`). Per row: scans/s over all workers, each batch's wall time
+(p50), the stages' wall ms per scan, host CPU ms per scan (user+system of the workers, the CUDA driver's
+threads included), top-1 of the photos, device memory per worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+REPO = Path(__file__).resolve().parents[1]
+SEED_BASE = 16_000_000
+STAGES = ("decode+locate", "search", "read", "fuse")
+
+
+# ------------------------------------------------------------------------------------------- prepare
+def prepare(out: Path, count: int, size: str, only: list[str] | None = None) -> None:
+    """`out/index`: the index `cardcat index build` makes of the catalog (every expansion, or `only`;
+    SQLite deployment); `out/photos/*.jpg` + `out/photos.json`: phone photos of random indexed cards, as
+    scan_load makes them."""
+    from benchmarks.scan_load import make_photos
+    from catalog_api.ingest.feed import feed_path, read_jsonl
+    from tests.harness import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
+    from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
+
+    require_shared()
+    expansions = tuple(only or (e["id"] for e in read_jsonl(feed_path(SHARED_CATALOG, "expansions"))))
+    faces = DEFAULT_CACHE / "catalog"
+    manifest = read_manifest(render_catalog(SHARED_CATALOG, faces, expansions))
+    cards = read_jsonl(feed_path(SHARED_CATALOG, "cards"))
+    card_ids = sorted(c["id"] for c in cards if c["id"] in manifest and c["expansion_id"] in expansions)
+    with tempfile.TemporaryDirectory(prefix="cardcat-scan-gpu-") as tmp:
+        service = Service(create_database("sqlite", Path(tmp)), Path(tmp) / "data")
+        service.cli("db", "upgrade")
+        feed = write_subset_feed(Path(tmp) / "feed", expansions)
+        service.cli("catalog", "sync", "--from", str(feed), "--images", str(faces), "--quiet")
+        service.cli("index", "build", "--quiet")
+        shutil.rmtree(out / "index", ignore_errors=True)
+        shutil.copytree(Path(tmp) / "data" / "index", out / "index")
+    photos = make_photos(card_ids, size, count, SEED_BASE)
+    (out / "photos").mkdir(parents=True, exist_ok=True)
+    for i, photo in enumerate(photos):
+        (out / "photos" / f"{i:04d}.jpg").write_bytes(photo.body)
+    labels = [
+        {"file": f"{i:04d}.jpg", "card_id": p.card_id, "megapixels": p.megapixels}
+        for i, p in enumerate(photos)
+    ]
+    (out / "photos.json").write_text(json.dumps(labels, indent=1))
+    print(f"wrote {out}: index of {len(card_ids)} cards, {len(photos)} photos of ~{size}")
+
+
+# ----------------------------------------------------------------------------------------------- run
+@dataclasses.dataclass
+class Spent:
+    """One worker's share of one row."""
+
+    scans: int = 0
+    right: int = 0
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+    batch_ms: list[float] = dataclasses.field(default_factory=list)
+    stages_s: dict[str, float] = dataclasses.field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    device_mib: float = 0.0
+
+
+def scan_batch(models: dict[str, Any], bodies: list[bytes], spent: Spent) -> list[str | None]:
+    """Each photo's top card (None: unidentified or refused), the replicas' stages run back to back."""
+    from models.geometry import half_turn, shrink
+    from serve_app.fusion import Read, better_turn, decide, footer_candidates
+    from serve_app.stages import locate_photos, search_faces
+
+    detector, embedder, reader, bundle, thresholds = (
+        models[k] for k in ("detector", "embedder", "reader", "bundle", "thresholds")
+    )
+    clock = time.perf_counter()
+    found = locate_photos(detector, bodies, models["on_device"])
+    faces = [(i, face) for i, face in enumerate(found) if isinstance(face, np.ndarray)]
+    now = time.perf_counter()
+    spent.stages_s["decode+locate"] += now - clock
+    clock = now
+    hits = search_faces(embedder, bundle.index, [shrink(face, embedder.input_size) for _, face in faces], 32)
+    now = time.perf_counter()
+    spent.stages_s["search"] += now - clock
+    clock = now
+    turned = [better_turn(False, True, up, down) for up, down in hits]
+    footers = [footer_candidates(h, bundle.table, thresholds.race_window) for _, h in turned]
+    views = [half_turn(face) if turn else face for (_, face), (turn, _) in zip(faces, turned, strict=True)]
+    reads = reader.read_batch(views, footers)
+    now = time.perf_counter()
+    spent.stages_s["read"] += now - clock
+    clock = now
+    answers: list[str | None] = [None] * len(bodies)
+    for (i, _), (_, h), read in zip(faces, turned, reads, strict=True):
+        decision = decide(dict(h), Read(**dataclasses.asdict(read)), bundle.table, thresholds)
+        answers[i] = decision.matches[0][0] if decision.matches else None
+    spent.stages_s["fuse"] += time.perf_counter() - clock
+    return answers
+
+
+def load_models(directory: Path, device: str, pixels: str) -> dict[str, Any]:
+    """`pixels`: "device" decodes and rectifies on a GPU (what a GPU replica does), "host" with Pillow
+    and OpenCV (what a CPU replica does; on a GPU, for comparison)."""
+    from models.detector import CardDetector
+    from models.embedder import CardEmbedder
+    from models.ocr import PrintReader
+    from serve_app.config import ScanConfig
+    from serve_app.index_bundle import load_bundle
+
+    bundle = load_bundle(directory / "index")
+    if bundle is None:
+        raise SystemExit(f"no index in {directory / 'index'}: run `prepare` first")
+    on_device = device.startswith("cuda") and pixels == "device"
+    if device.startswith("cuda"):
+        bundle.index.search_on(device)
+    networks = (CardDetector(device=device), CardEmbedder(device=device), PrintReader(device=device))
+    for network in networks:
+        network.warm()
+    models = {
+        **dict(zip(("detector", "embedder", "reader"), networks, strict=True)),
+        "bundle": bundle,
+        "thresholds": ScanConfig(index_dir=str(directory / "index")).fusion_thresholds(),
+        "on_device": on_device,
+    }
+    return models
+
+
+def worker(
+    rank: int, args: dict[str, Any], rows: list[tuple[int, int]], start: Any, done: Any, results: Any
+) -> None:
+    """Loads the models once, then for each (workers, batch) row: waits for every worker, and if its rank
+    takes part, scans batches for `seconds` and reports its `Spent`. A worker that fails breaks both
+    barriers, so the run stops at once instead of waiting out their timeouts."""
+    try:
+        scan_rows(rank, args, rows, start, done, results)
+    except BaseException:
+        start.abort()
+        done.abort()
+        raise
+
+
+def scan_rows(
+    rank: int, args: dict[str, Any], rows: list[tuple[int, int]], start: Any, done: Any, results: Any
+) -> None:
+    import cv2
+    import torch
+
+    torch.set_num_threads(args["threads"])
+    cv2.setNumThreads(args["threads"])
+    directory = Path(args["dir"])
+    labels = json.loads((directory / "photos.json").read_text())
+    bodies = [(directory / "photos" / label["file"]).read_bytes() for label in labels]
+    truth = [label["card_id"] for label in labels]
+    models = load_models(directory, args["device"], args["pixels"])
+    on_cuda = args["device"].startswith("cuda")
+    for workers, batch in rows:
+        start.wait()
+        if rank < workers:
+            spent, n = Spent(), rank * 7  # workers start at different photos
+            warm = [bodies[j % len(bodies)] for j in range(batch)]
+            scan_batch(models, warm, Spent())  # this batch size's first-call costs, untimed
+            if on_cuda:
+                torch.cuda.reset_peak_memory_stats()
+            cpu, began = os.times(), time.perf_counter()
+            while time.perf_counter() - began < args["seconds"]:
+                picked = [(n + j) % len(bodies) for j in range(batch)]
+                n += batch
+                clock = time.perf_counter()
+                answers = scan_batch(models, [bodies[j] for j in picked], spent)
+                spent.batch_ms.append(1000 * (time.perf_counter() - clock))
+                spent.scans += batch
+                spent.right += sum(answer == truth[j] for answer, j in zip(answers, picked, strict=True))
+            spent.seconds = time.perf_counter() - began
+            after = os.times()
+            spent.cpu_s = (after.user - cpu.user) + (after.system - cpu.system)
+            if on_cuda:
+                spent.device_mib = torch.cuda.max_memory_allocated() / 2**20
+            results.put((rank, dataclasses.asdict(spent)))
+        done.wait()
+
+
+def summarise(workers: int, batch: int, shares: list[dict[str, Any]]) -> dict[str, Any]:
+    scans = sum(s["scans"] for s in shares)
+    seconds = statistics.mean(s["seconds"] for s in shares)
+    batch_ms = [ms for s in shares for ms in s["batch_ms"]]
+    return {
+        "workers": workers,
+        "batch": batch,
+        "scans": scans,
+        "scans_per_s": scans / seconds,
+        "batch_p50_ms": float(np.percentile(batch_ms, 50)),
+        "batch_p95_ms": float(np.percentile(batch_ms, 95)),
+        "stage_ms_per_scan": {
+            stage: round(1000 * sum(s["stages_s"][stage] for s in shares) / scans, 2) for stage in STAGES
+        },
+        "cpu_ms_per_scan": 1000 * sum(s["cpu_s"] for s in shares) / scans,
+        "top1": sum(s["right"] for s in shares) / scans,
+        "device_mib_per_worker": max(s["device_mib"] for s in shares),
+    }
+
+
+HEADER = (
+    f"{'workers':>7} {'batch':>5} {'scans/s':>8} {'batch p50':>9} {'p95':>6} "
+    + " ".join(f"{stage:>13}" for stage in STAGES)
+    + f" {'CPU ms/scan':>11} {'top-1':>6} {'dev MiB':>7}"
+)
+
+
+def print_row(r: dict[str, Any]) -> None:
+    stages = " ".join(f"{r['stage_ms_per_scan'][stage]:>13.2f}" for stage in STAGES)
+    print(
+        f"{r['workers']:>7} {r['batch']:>5} {r['scans_per_s']:>8.1f} {r['batch_p50_ms']:>9.1f} "
+        f"{r['batch_p95_ms']:>6.1f} {stages} {r['cpu_ms_per_scan']:>11.1f} {100 * r['top1']:>5.1f}% "
+        f"{r['device_mib_per_worker']:>7.0f}",
+        flush=True,
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    batches = [int(b) for b in args.batch.split(",")]
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    rows = [(w, b) for w in worker_counts for b in batches]
+    spawn = mp.get_context("spawn")  # CUDA cannot be initialised in a forked child
+    most = max(worker_counts)
+    start, done, results = spawn.Barrier(most + 1), spawn.Barrier(most + 1), spawn.Queue()
+    config = {
+        "dir": str(args.dir),
+        "device": args.device,
+        "pixels": args.pixels,
+        "seconds": args.seconds,
+        "threads": args.threads,
+    }
+    procs = [spawn.Process(target=worker, args=(r, config, rows, start, done, results)) for r in range(most)]
+    for p in procs:
+        p.start()
+    device = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU x{os.cpu_count()}"
+    print(f"{most} workers on {device}, {args.seconds:.0f} s a row, photos decoded on the {args.pixels}")
+    print(HEADER)
+    out = []
+    try:
+        for workers, batch in rows:
+            start.wait(timeout=600)
+            shares = [results.get(timeout=10 * args.seconds + 120)[1] for _ in range(workers)]
+            done.wait(timeout=600)
+            out.append(summarise(workers, batch, shares))
+            print_row(out[-1])
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.terminate()
+    labels = json.loads((args.dir / "photos.json").read_text())
+    meta = {
+        "device": device,
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "photos": len(labels),
+        "photo_megapixels": round(float(np.mean([label["megapixels"] for label in labels])), 2),
+        "cards_indexed": len(json.loads((args.dir / "index" / "meta.json").read_text())["card_ids"]),
+        "seconds_per_row": args.seconds,
+        "threads_per_worker": args.threads,
+        "pixels": args.pixels if args.device.startswith("cuda") else "host",
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "rows": out}, indent=2))
+    best = max(out, key=lambda r: r["scans_per_s"])
+    print(f"best: {best['scans_per_s']:.0f} scans/s ({best['workers']} workers x batch {best['batch']})")
+    print(f"wrote {args.out}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="make the index and photos (needs ../shared and the project's venv)")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--photos", type=int, default=48)
+    p.add_argument("--size", default="2mp", help="12mp, 2mp or 0.5mp (benchmarks/scan_load.py's sizes)")
+    p.add_argument("--expansion", action="append", help="index only these (default: every card)")
+    r = sub.add_parser("run", help="time the models on a device")
+    r.add_argument("dir", type=Path)
+    r.add_argument("--device", default="cuda" if _has_cuda() else "cpu")
+    r.add_argument("--batch", default="1,8,32,64")
+    r.add_argument("--workers", default="1,4,8")
+    r.add_argument("--seconds", type=float, default=6.0, help="timed seconds per row")
+    r.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per worker")
+    r.add_argument("--pixels", choices=("device", "host"), default="device", help="where a GPU run decodes")
+    r.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_gpu.json")
+    args = parser.parse_args()
+    if args.command == "prepare":
+        prepare(args.dir, args.photos, args.size, args.expansion)
+    else:
+        run(args)
+    return 0
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

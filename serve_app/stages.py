@@ -1,0 +1,67 @@
+"""What the scanner's Detector and Embedder replicas do to one batch, with no Ray in sight.
+
+The deployments in `serve_app.app` wrap these in `@serve.batch`; `benchmarks/scan_gpu.py` calls them
+in-process on a GPU box that has the models but no Ray, so the code it measures is the code served.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from catalog_api.kit.errors import APIError
+from models.geometry import half_turn, rectify
+from serve_app.decoding import decode_photo, decode_photo_tensor
+from serve_app.fusion import Hits
+
+# A photo's outcome in the Detector: its rectified 600x838 face, None when no card was found, or the
+# spec's (code, message) when the bytes are not a photo we can decode.
+Found = np.ndarray | tuple[str, str] | None
+
+
+def locate_photos(
+    detector: Any, photos: list[bytes], on_device: bool, timings: list[dict[str, float]] | None = None
+) -> list[Found]:
+    """Photos of any size and format in one batch, each decoded once, at working size, then located by
+    `detector` (a `models.detector.CardDetector`) and rectified. `on_device`: decode (nvJPEG) and
+    rectify (`grid_sample`) on the detector's torch device instead of with Pillow and OpenCV on the
+    host. `timings`, when given (one dict per photo), receives each photo's `decode` seconds and its
+    batch's `locate` seconds."""
+    rectify_tensor: Any = None
+    if on_device:  # torchvision's decoders only where they run
+        from models.tensor_ops import rectify_tensor
+    images: dict[int, np.ndarray] = {}
+    tensors: dict[int, Any] = {}  # the same working images on the torch device, when decoded there
+    out: list[Found] = [None for _ in photos]
+    spent: list[dict[str, float]] = timings if timings is not None else [{} for _ in photos]
+    for i, data in enumerate(photos):
+        started = time.perf_counter()
+        try:
+            if on_device:
+                tensors[i] = decode_photo_tensor(data, detector.device)
+                images[i] = tensors[i].permute(1, 2, 0).contiguous().cpu().numpy()
+            else:
+                images[i] = decode_photo(data)
+        except APIError as error:
+            out[i] = (error.code, error.message)
+        spent[i]["decode"] = time.perf_counter() - started
+    started = time.perf_counter()
+    quads = detector.locate_batch(list(images.values())) if images else []
+    for (i, image), quad in zip(images.items(), quads, strict=True):
+        if quad is not None:
+            out[i] = rectify_tensor(tensors[i], quad) if i in tensors else rectify(image, quad)
+    located_s = time.perf_counter() - started
+    for i in images:
+        spent[i]["locate"] = located_s
+    return out
+
+
+def search_faces(embedder: Any, index: Any, faces: list[np.ndarray], top_k: int) -> list[tuple[Hits, Hits]]:
+    """Each face's index hits upright and turned 180° (the detector leaves the top open), both ways
+    embedded in one batch by `embedder` (a `models.embedder.CardEmbedder`) and searched in `index` (a
+    `models.index.CardIndex`)."""
+    both = [view for face in faces for view in (face, half_turn(face))]
+    hits = index.search(embedder.embed_batch(both), top_k)
+    return list(zip(hits[0::2], hits[1::2], strict=True))
