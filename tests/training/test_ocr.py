@@ -22,7 +22,7 @@ from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model
 from models.ocr_text import vote
 from serve_app.fusion import Thresholds, snap_code
 from tests.harness import SHARED_CATALOG, require_shared
-from training.ocr.data import CardText, catalog_texts
+from training.ocr.data import VOCAB, CardText, catalog_texts
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 EXPANSIONS = ("swsh10tg", "base1")
@@ -252,3 +252,34 @@ def test_training_lines_come_from_phone_photos_only_when_asked(tmp_path: Path) -
     view = photos.photo_face(face, 7, np.random.default_rng(7))
     expected = photo_view(face, 7, "hard-v1" if older else "hard", 0.4, 0.0)
     np.testing.assert_array_equal(view, expected)
+
+
+def test_washed_out_photo_lines_read_empty_only_when_asked(tmp_path: Path) -> None:
+    """`photo_legible`: a photo crop that keeps less of the rendered line's pattern than the threshold is
+    labelled empty (the reader should say nothing there, not guess); its pixels stay the same. Without it,
+    labels are what they were. Rendered faces (no photo) keep their text at any threshold."""
+    require_shared()
+    from training.ocr.data import LineSampler, legibility
+
+    render_catalog(SHARED_CATALOG, tmp_path, expansions=["base1"], limit=3, workers=1, progress=False)
+    texts = catalog_texts(SHARED_CATALOG)
+    ids = sorted(read_manifest(tmp_path / "manifest.jsonl"))
+    cfg = {"p_negative": 0.0, "p_background": 0.0, "p_synthetic": 0.0, "p_degrade": 0.0}
+    photos = cfg | {"p_photo": 1.0, "photo_hard_p": 1.0, "photo_scale": 0.4}
+    labelled = LineSampler(tmp_path, texts, ids, photos)
+    strict = LineSampler(tmp_path, texts, ids, photos | {"photo_legible": 0.5})
+    blind = LineSampler(tmp_path, texts, ids, photos | {"photo_legible": 1.01})  # nothing is that alike
+    rendered = LineSampler(tmp_path, texts, ids, cfg | {"photo_legible": 1.01})
+    emptied = kept = 0
+    for seed in range(12):
+        a, b, c, d = labelled(seed), strict(seed), blind(seed), rendered(seed)
+        for region in ("name", "footer"):
+            np.testing.assert_array_equal(a[region][0], b[region][0])
+            assert a[region][1] and c[region][1] == "" and d[region][1]
+            assert (c[region][2] == len(VOCAB)).all()  # every time step blank: no glyph to emit
+            emptied, kept = emptied + (b[region][1] == ""), kept + (b[region][1] == a[region][1])
+    assert emptied and kept  # hard photos: some lines washed out, some still legible
+    face = read_face(tmp_path / ids[0] / "high.jpg")
+    assert legibility(face, face) == pytest.approx(1.0, abs=1e-4)
+    noise = np.random.default_rng(3).integers(0, 256, face.shape, np.uint8)
+    assert abs(legibility(noise, face)) < 0.1

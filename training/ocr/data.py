@@ -242,11 +242,16 @@ def line_crop(
     p_negative: float,
     level: float = 1.0,
     p_degrade: float = 0.85,
+    clean: np.ndarray | None = None,
+    legible: float = 0.0,
 ) -> tuple[np.ndarray, str, np.ndarray]:
     """A crop of `region` from a canvas-scale image (or band), and what the model should read in it.
 
     `level` in [0, 1] is the curriculum: early steps see centred, mostly clean crops, because a CTC model
-    from scratch first has to find where glyphs are before it can cope with damage.
+    from scratch first has to find where glyphs are before it can cope with damage. `clean`: the rendered
+    face that `image` is a photo of; a crop whose likeness to the same crop of it falls below `legible`
+    (`legibility`) is labelled empty, so the reader learns to say nothing where a photo washed the line out
+    instead of guessing it.
     """
     jitter = JITTER[region.name]
     text, xs, y = line
@@ -256,9 +261,23 @@ def line_crop(
         dy = (0.3 + 0.7 * level) * rng.uniform(-jitter.pos, jitter.pos)
     quad = jitter_quad(region, rng, dy, level)
     crop = warp(image, quad, region.size, origin_y)
+    if text and clean is not None and legibility(crop, warp(clean, quad, region.size, origin_y)) < legible:
+        text = ""
     if rng.random() < 0.2 + (p_degrade - 0.2) * level:
         crop = degrade(crop, rng, scale=region.size[0] / (region.box[3] - region.box[1]))
     return crop, text, frame_targets(text, xs, y, quad, region, VOCAB)
+
+
+def legibility(crop: np.ndarray, clean: np.ndarray) -> float:
+    """How much of a clean crop's pattern a photo's crop of the same place still shows: the normalised
+    cross-correlation of their grey levels (1: all of it, ~0: none). On 240 training cards' phone photos
+    (docs/hard-photos.md) the shipped reader read no footer exactly below 0.7, and by eye footers below ~0.5
+    are blur, noise or glare with at most a faint box left."""
+    a = cv2.cvtColor(crop, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    b = cv2.cvtColor(clean, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    a -= a.mean()
+    b -= b.mean()
+    return float((a * b).sum() / math.sqrt(float((a * a).sum()) * float((b * b).sum()) + 1e-6))
 
 
 def background_crop(region: Region, rng: np.random.Generator) -> np.ndarray:
@@ -410,9 +429,13 @@ class LineSampler:
         # the text, sleeves, fingers, blur and JPEG; those crops are already damaged, so `photo_degrade`
         # (which a synthetic band drawn in the photo's place takes too: cpu-hard.yaml was trained so).
         p_photo = float(self.cfg.get("p_photo", 0.0))
+        clean: np.ndarray | None = None
         if p_photo and rng.random() < p_photo:
-            face = self.photo_face(face, seed, rng)
+            clean, face = face, self.photo_face(face, seed, rng)
             p_degrade = self.cfg.get("photo_degrade", 0.0)
+        # `photo_legible` (0 by default: every photo crop keeps its text, as cpu-hard.yaml trained): a photo
+        # crop less like the rendered face's than this reads empty (`legibility`).
+        legible = float(self.cfg.get("photo_legible", 0.0))
         out: dict[str, Line] = {}
         for region in (NAME, FOOTER):
             if rng.random() < p_bg * level:
@@ -422,20 +445,22 @@ class LineSampler:
                     frame_targets("", [], 0, None, region, VOCAB),
                 )
                 continue
-            image, origin = face, 0.0
+            image, origin, reference = face, 0.0, clean
             if region is NAME:
                 name, hp = card.name, card.hp
                 if rng.random() < p_syn:
                     image, name, hp = self.synth.name_band(rng)
-                    origin = float(NAME_BAND[0])
+                    origin, reference = float(NAME_BAND[0]), None
                 line = (f"{name} HP {hp}" if hp else name, *name_layout(name, hp))
             else:
                 code, number = card.set_code, card.number
                 if rng.random() < p_syn:
                     image, code, number = self.synth.footer_band(rng)
-                    origin = float(FOOTER_BAND[0])
+                    origin, reference = float(FOOTER_BAND[0]), None
                 line = (f"{code} {number}" if code else number, *footer_layout(code, number))
-            out[region.name] = line_crop(image, region, line, rng, origin, p_neg, level, p_degrade)
+            out[region.name] = line_crop(
+                image, region, line, rng, origin, p_neg, level, p_degrade, reference, legible
+            )
         return out
 
     def photo_face(self, face: np.ndarray, seed: int, rng: np.random.Generator) -> np.ndarray:
