@@ -109,7 +109,8 @@ def scan_batch(models: dict[str, Any], bodies: list[bytes], spent: Spent) -> lis
     now = time.perf_counter()
     spent.stages_s["decode+locate"] += now - clock
     clock = now
-    hits = search_faces(embedder, bundle.index, [shrink(face, embedder.input_size) for _, face in faces], 32)
+    thumbnails = [shrink(face, embedder.input_size) for _, face in faces]
+    hits = search_faces(embedder, bundle.index, thumbnails, models["top_k"])
     now = time.perf_counter()
     spent.stages_s["search"] += now - clock
     clock = now
@@ -146,13 +147,14 @@ def load_models(directory: Path, device: str, pixels: str) -> dict[str, Any]:
     networks = (CardDetector(device=device), CardEmbedder(device=device), PrintReader(device=device))
     for network in networks:
         network.warm()
-    models = {
+    config = ScanConfig(index_dir=str(directory / "index"))  # the app's defaults: thresholds, top_k
+    return {
         **dict(zip(("detector", "embedder", "reader"), networks, strict=True)),
         "bundle": bundle,
-        "thresholds": ScanConfig(index_dir=str(directory / "index")).fusion_thresholds(),
+        "thresholds": config.fusion_thresholds(),
+        "top_k": config.top_k,
         "on_device": on_device,
     }
-    return models
 
 
 def worker(

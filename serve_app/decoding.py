@@ -5,12 +5,11 @@ photo decoded at full resolution is mostly wasted work and memory (57 ms and 36 
 here, against 12 ms and 2.3 MB at 1/4 scale). A JPEG is therefore decoded at the smallest DCT scale (1/2,
 1/4, 1/8: libjpeg skips the rest of the inverse DCT) whose long side is still at least `DRAFT_MIN_SIDE`,
 which keeps the card as sharp as in the ~1.2 MP photos the models were validated on. A whole colour JPEG
-is decoded by OpenCV straight into its array (the same libjpeg scaling, the same pixels, without
-Pillow's copies: 9.1 -> 7.0 ms for a 2 MP photo, 21.6 -> 17.7 ms for 12 MP, `benchmarks/scan_stages.py`);
-any other JPEG by Pillow, which refuses truncated ones. Other
-formats (and JPEGs still larger than `WORK_MAX_SIDE` at 1/8) are decoded whole and shrunk at once, so each
-photo in a batch is held once, at working size. Bombs are refused from the header, before any pixel is
-allocated.
+is decoded by OpenCV straight into its array (the same libjpeg scaling, the same pixels, without Pillow's
+copies: 9.1 -> 7.0 ms for a 2 MP photo, 21.6 -> 17.7 ms for 12 MP, `benchmarks/scan_stages.py`); any
+other JPEG by Pillow, which refuses truncated ones. Other formats (and JPEGs still larger than
+`WORK_MAX_SIDE` at 1/8) are decoded whole and shrunk at once, so each photo in a batch is held once, at
+working size. Bombs are refused from the header, before any pixel is allocated.
 
 The header check is `catalog_api.kit.photo` (the ingress runs `probe_image` before sending the photo on);
 `decode_image` is the full-resolution decode (the tests compare with it).

@@ -24,15 +24,7 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Histogram
 
 from catalog_api.kit.scan_contract import ScanAnswer, refusal
-from serve_app.fusion import (
-    Decision,
-    PrintTable,
-    Read,
-    Thresholds,
-    better_turn,
-    decide,
-    footer_candidates,
-)
+from serve_app.fusion import Decision, PrintTable, Read, Thresholds, better_turn, decide, footer_candidates
 
 # The application's deployment names (the classes in serve_app.app, and the names deploy/ configs use).
 DETECTOR, EMBEDDER, READER, SERVICE = "Detector", "Embedder", "Reader", "ScanService"
