@@ -283,3 +283,14 @@ def test_washed_out_photo_lines_read_empty_only_when_asked(tmp_path: Path) -> No
     assert legibility(face, face) == pytest.approx(1.0, abs=1e-4)
     noise = np.random.default_rng(3).integers(0, 256, face.shape, np.uint8)
     assert abs(legibility(noise, face)) < 0.1
+    # A crop unlike its rendered face to the point of negative correlation keeps its text at the default
+    # threshold (0: off), and only loses it when asked.
+    from training.ocr.data import footer_layout, line_crop
+
+    inverted = 255 - face
+    assert legibility(inverted, face) < -0.9
+    line = ("025/102", *footer_layout(None, "025/102"))
+    for legible, kept in ((0.0, True), (0.5, False)):
+        rng = np.random.default_rng(0)
+        _, text, _ = line_crop(inverted, FOOTER, line, rng, 0.0, 0.0, 1.0, 0.0, face, legible)
+        assert (text == "025/102") is kept

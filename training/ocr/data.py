@@ -261,7 +261,8 @@ def line_crop(
         dy = (0.3 + 0.7 * level) * rng.uniform(-jitter.pos, jitter.pos)
     quad = jitter_quad(region, rng, dy, level)
     crop = warp(image, quad, region.size, origin_y)
-    if text and clean is not None and legibility(crop, warp(clean, quad, region.size, origin_y)) < legible:
+    reference = warp(clean, quad, region.size, origin_y) if legible > 0 and clean is not None else None
+    if text and reference is not None and legibility(crop, reference) < legible:
         text = ""
     if rng.random() < 0.2 + (p_degrade - 0.2) * level:
         crop = degrade(crop, rng, scale=region.size[0] / (region.box[3] - region.box[1]))

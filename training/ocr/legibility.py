@@ -45,7 +45,6 @@ def main(argv: list[str] | None = None) -> int:
         text, face = texts[str(card_id)], read_face(faces / str(card_id) / "high.jpg")
         kind = KINDS[n % len(KINDS)]
         view = photo_view(face, SEED_BASE + n, kind, 1.0, 0.0)
-        footer = f"{text.set_code} {text.number}" if text.set_code else text.number
         for region in (FOOTER, NAME):
             quad = region_quad(region)
             crop = warp(view, quad, region.size)
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             row["legibility"] = legibility(crop, warp(face, quad, region.size))
             if region is FOOTER:
                 ((read, _),), _ = reader.read_lines([crop])
-                row["exact"] = read.replace(" ", "") == footer.replace(" ", "")
+                row["exact"] = read.replace(" ", "") == text.footer_line.replace(" ", "")
             rows.append(row)
     footers = [r for r in rows if r["region"] == "footer"]
     print(f"{'legibility':>11} {'footers':>7} {'read exactly':>12}  " + " ".join(f"{k:>8}" for k in KINDS))
