@@ -83,11 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         kinds = ",".join(KIND_OFFSETS)  # #13's hard photos and scenes, and the buckets before them
         args_eval = ["--weights", str(args.out), "--count", str(args.count), "--kinds", kinds]
         evaluate_main([*args_eval, "--out", str(report_path)])
-    metrics = json.loads(report_path.read_text())
+    weights = str(args.out.relative_to(REPO)) if args.out.is_relative_to(REPO) else str(args.out)
+    # The evaluation names the file it loaded (an absolute path here): the manifest names it as above.
+    metrics = {**json.loads(report_path.read_text()), "weights": weights}
     manifest_path = Path(facts["config"]["data"]["manifest"]).expanduser()
     manifest = {
         "model": "card detector: U-Net mask + top/bottom bands, two passes (models/detector.py)",
-        "weights": str(args.out.relative_to(REPO)) if args.out.is_relative_to(REPO) else str(args.out),
+        "weights": weights,
         "bytes": facts["bytes"],
         "parameters": facts["parameters"],
         "git_sha": git_sha(),
