@@ -209,17 +209,18 @@ def test_footers_all_unlikely_per_glyph_leave_the_picture_to_order_the_race():
 
 
 def test_a_faint_footer_orders_the_race_but_never_answers_alone():
-    """With two floors (`footer_order_floor` 0.03, `footer_floor` 0.2: what a reader that guesses under glare
-    needs), a footer at exp(-25 / 10) = 0.08 per glyph only puts its likeliest reprint first, odds of e^15
-    to 1 notwithstanding: the race holds the same cards. A legible one answers alone; at the shipped single
-    floor (0.03) the faint one does too."""
+    """With two floors (`footer_order_floor` 0.03, `footer_floor` 0.2, the defaults: what a reader that
+    guesses under glare needs), a footer at exp(-25 / 10) = 0.08 per glyph only puts its likeliest reprint
+    first, odds of e^15 to 1 notwithstanding: the race holds the same cards. A legible one answers alone;
+    at one floor of 0.03 (the reader before #13's) the faint one does too."""
     similar = {"base1-4": 0.96, "base4-4": 0.97}
-    two_floors = Thresholds(footer_floor=0.2, footer_order_floor=0.03)
+    two_floors = Thresholds()
     faint = Read(footer_scores=footers(base1_4=-25.0, base4_4=-40.0))
     assert decide(similar, faint, TABLE, two_floors).matches == [("base1-4", 0.97), ("base4-4", 0.97)]
     legible = Read(footer_scores=footers(base1_4=-2.0, base4_4=-17.0))
     assert decide(similar, legible, TABLE, two_floors).matches == [("base1-4", 0.97)]
-    assert decide(similar, faint, TABLE).matches == [("base1-4", 0.97)]
+    one_floor = Thresholds(footer_floor=0.03, footer_order_floor=0.03)
+    assert decide(similar, faint, TABLE, one_floor).matches == [("base1-4", 0.97)]
 
 
 def test_footer_candidates_cover_every_reprint_of_the_artworks_in_the_race():
