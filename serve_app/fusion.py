@@ -101,8 +101,8 @@ class Thresholds:
     # the photo-trained reader (crnn-mbv3s-cpu-legible, #13) chosen on validation photos
     # (`benchmarks/fusion_sweep.py --grid footer --standard 200 --hard 400 --nocard 200`, seeds 20,000,000+):
     # 0.2 made no confident wrong answer in 600 card photos and put the true card among the matches of
-    # 99.0% of hard shared-artwork ones; 0.03 made 6 wrong, 0.1 one, 0.3 put one hard reprint second. (With the
-    # reader before it, which never saw a photo, 0.03 was best: docs/hard-photos.md.)
+    # 99.0% of hard shared-artwork ones; 0.03 made 6 wrong, 0.1 one, 0.3 put one hard reprint second.
+    # (With the reader before it, which never saw a photo, 0.03 was best: docs/hard-photos.md.)
     footer_floor: float = 0.2
     # A lower floor below which the odds still order a race of the artwork's reprints but never answer
     # one alone (the race holds the same cards either way): 0.03, 0.1 and 0.2 measured the same on the
