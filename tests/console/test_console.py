@@ -211,7 +211,10 @@ def test_more_walks_the_cursor_pages_of_an_expansion(tab: ConsolePage, catalog: 
     page = tab.open("", key=catalog.key)
     expect(page.locator("#expansion option")).not_to_have_count(1, timeout=TIMEOUT_MS)
     page.select_option("#expansion", expansion)
-    page.click("#search-form button[type=submit]")
+    # The key's own browse page also shows 30 tiles, often the same first 30: wait for the expansion's
+    # answer (the grid is emptied before it is asked for) so the count below is the expansion's.
+    with page.expect_response(lambda r: f"expansion_id={expansion}" in r.url and "/v1/cards?" in r.url):
+        page.click("#search-form button[type=submit]")
     tiles = page.locator("#results .tile")
     expect(tiles).to_have_count(30, timeout=TIMEOUT_MS)
     while page.locator("#more").is_visible():
