@@ -319,6 +319,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="fp32")
+    parser.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per model replica")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_load.json")
     args = parser.parse_args()
 
@@ -340,6 +341,7 @@ def main() -> int:
             args.database,
             CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
             CARDCAT_SCAN_DETECTOR_PRECISION=args.detector_precision,
+            CARDCAT_SCAN_THREADS=str(args.threads),
         )
         try:
             server_pid = service.processes[0].pid

@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,9 @@ from catalog_api.cli.db import db_upgrade
 from catalog_api.cli.keys import keys_create
 from catalog_api.cli.prices import prices_sync
 from catalog_api.kit.settings import REPO_ROOT, Settings, get_settings
+
+if TYPE_CHECKING:  # the scanner's package is imported only when the scanner starts
+    from serve_app.config import ScanConfig
 
 SHARED_CATALOG = REPO_ROOT.parent / "shared" / "catalog"
 # This command line run as a child process (the deliverer, the workers of `serve`).
@@ -57,6 +60,18 @@ def _stop_deliverer(process: Any, settings: Settings) -> None:
         process.wait()
 
 
+def scan_config(settings: Settings) -> ScanConfig:
+    """The scanner `serve` starts, as the `CARDCAT_SCAN_*` settings describe it."""
+    from serve_app.config import ScanConfig
+
+    return ScanConfig(
+        index_dir=str(settings.index_dir),
+        replicas=settings.scan_replicas,
+        detector_precision=settings.scan_detector_precision,
+        threads=settings.scan_threads,
+    )
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1")
 @click.option("--port", default=8000, type=int)
@@ -75,13 +90,9 @@ def serve(host: str, port: int, workers: int, scan: bool | None, metrics_port_se
     # running when this ingress stops; otherwise Ray starts here and stops with this process.
     attach_to = "" if settings.ray_address in ("", "auto") else settings.ray_address
     if scan is not False and not (settings.scan_url or settings.scan_app):
-        from serve_app.config import ScanConfig, models_present
+        from serve_app.config import models_present
 
-        config = ScanConfig(
-            index_dir=str(settings.index_dir),
-            replicas=settings.scan_replicas,
-            detector_precision=settings.scan_detector_precision,
-        )
+        config = scan_config(settings)
         missing = models_present(config)
         if missing and scan:
             raise click.ClickException(f"cannot start the scanner, missing: {', '.join(missing)}")

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # The detector's arithmetic (serve_app.config.ScanConfig.detector_precision): "fp32", "bf16", or
     # "auto" (bf16 on CPUs with bf16 instructions). bf16 is cheaper but flipped reprint near-ties.
     scan_detector_precision: Literal["auto", "fp32", "bf16"] = "fp32"
+    # torch and OpenCV threads in each CPU model replica (serve_app.config.ScanConfig.threads). One keeps
+    # the replicas, which run side by side, from competing for the same cores.
+    scan_threads: int = Field(default=1, ge=1, le=64)
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.

@@ -1,0 +1,38 @@
+"""How many threads a CPU model replica computes with: `CARDCAT_SCAN_THREADS` (default 1) through `cardcat
+serve`'s scanner config to torch and OpenCV in the replica (`serve_app.app._limit_threads`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from catalog_api.cli.serve import scan_config
+from catalog_api.kit.settings import Settings
+from tests.harness import REPO
+
+
+def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
+    monkeypatch.setenv("CARDCAT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("CARDCAT_SCAN_THREADS", "3")
+    monkeypatch.setenv("CARDCAT_SCAN_REPLICAS", "2")
+    monkeypatch.setenv("CARDCAT_SCAN_DETECTOR_PRECISION", "bf16")
+    config = scan_config(Settings())
+    assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
+    assert config.index_dir == str(Settings().index_dir)
+    monkeypatch.delenv("CARDCAT_SCAN_THREADS")
+    assert scan_config(Settings()).threads == 1
+
+
+def test_a_cpu_replica_computes_with_the_threads_it_is_given():
+    """In a fresh process, as in a replica: torch and OpenCV both take the count (each defaults to the
+    machine's cores otherwise), and interop stays at one."""
+    for threads in (1, 2):
+        code = (
+            "import cv2, torch\n"
+            "from serve_app.app import _limit_threads\n"
+            f"_limit_threads('cpu', {threads})\n"
+            "print(torch.get_num_threads(), cv2.getNumThreads(), torch.get_num_interop_threads())\n"
+        )
+        command = [sys.executable, "-c", code]
+        out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True)
+        assert out.stdout.split() == [str(threads), str(threads), "1"]
