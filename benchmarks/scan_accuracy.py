@@ -74,6 +74,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--expansion", action="append", help="only these expansions (quick runs)")
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument(
+        "--batch-wait-ms", type=float, help="each model batch's wait for company (default: the setting's)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_accuracy.json")
     return parser.parse_args()
 
@@ -177,7 +180,10 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory(prefix="cardcat-scan-bench-") as tmp:
         started = time.perf_counter()
-        service = launch_scanner(Path(tmp), tuple(expansions), CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT))
+        scanner_env = {"CARDCAT_RATE_LIMIT": str(BENCH_RATE_LIMIT)}
+        if args.batch_wait_ms is not None:
+            scanner_env["CARDCAT_SCAN_BATCH_WAIT_MS"] = str(args.batch_wait_ms)
+        service = launch_scanner(Path(tmp), tuple(expansions), **scanner_env)
         setup_s = time.perf_counter() - started
         try:
             jobs: list[dict[str, Any]] = []
@@ -235,6 +241,7 @@ def main() -> int:
         "setup_s (sync + index build + scanner start)": round(setup_s, 1),
         "seed_base": SEED_BASE,
         "hard_bucket": args.hard_bucket,
+        "batch_wait_ms": args.batch_wait_ms,
         "cpu_count": __import__("os").cpu_count(),
         "python": platform.python_version(),
         "git_sha": subprocess.run(

@@ -12,8 +12,12 @@ GCS and raylet, every replica worker) read from `/proc/<pid>/stat` before and af
 divided by the scans answered; PostgreSQL's own processes are counted apart. **RSS** is the sum of VmRSS
 over the same processes at the end of the window (shared pages such as Ray's object store count once per
 process that maps them, as `ps` would add them up); **PSS** splits shared pages fairly and is the honest
-total. The headline row (`--headline`, default concurrency 16 on the mixed photos) is run `--repeat`
-times and its medians reported.
+total. **Stage ms** are the scanner's own mean stage times over the window (`cardcat_scan_stage_seconds`
+from `/metrics`: decode and locate in the Detector replica; search and read as the ingress waits for
+them, queueing and batch waits included); the client's latency less `total` is the ingress and HTTP.
+Before any load, the server's CPU over `--idle-seconds` with nothing in flight (Ray's own loops) goes
+into the JSON's meta. The headline row (`--headline`, default concurrency 16 on the mixed photos) is run
+`--repeat` times and its medians reported.
 
     .venv/bin/python benchmarks/scan_load.py [--expansion ID ...] [--concurrency 1,4,16,32]
         [--sizes 12mp,2mp,0.5mp] [--photos 24] [--scans 64] [--repeat 3] [--database postgresql|sqlite]
@@ -39,6 +43,7 @@ from typing import Any
 import httpx
 import numpy as np
 from PIL import Image
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
@@ -152,6 +157,17 @@ def by_role(before: dict[int, float], after: dict[int, float]) -> dict[str, floa
     return out
 
 
+def idle_cost(server_pid: int, seconds: float) -> dict[str, Any]:
+    """CPU milliseconds a second the server spends with no request in flight (Ray's control loops,
+    heartbeats and metrics), in all and by process: at n scans/s it adds total/n ms to every scan."""
+    pids = process_tree(server_pid)
+    before = cpu_seconds(pids)
+    time.sleep(seconds)
+    after = cpu_seconds(process_tree(server_pid))
+    per_s = {name: round(1000 * t / seconds, 1) for name, t in by_role(before, after).items()}
+    return {"seconds": seconds, "total": round(sum(per_s.values()), 1), "by_process": per_s}
+
+
 # ------------------------------------------------------------------------------------------- photos
 def make_photos(card_ids: list[str], size: str, count: int, seed: int) -> list[Photo]:
     from training.synth import make_photo
@@ -181,6 +197,7 @@ class Row:
     server_cpu_s: float = 0.0
     cpu_by_role: dict[str, float] = field(default_factory=dict)
     postgres_cpu_s: float = 0.0
+    stage_ms: dict[str, float] = field(default_factory=dict)
     rss_kib: int = 0
     pss_kib: int = 0
 
@@ -204,9 +221,39 @@ class Row:
                 for name, t in sorted(self.cpu_by_role.items(), key=lambda kv: -kv[1])
             },
             "postgres_cpu_ms_per_scan": 1000 * self.postgres_cpu_s / max(answered, 1),
+            "stage_ms_mean": self.stage_ms,
             "server_rss_gib": self.rss_kib / 2**20,
             "server_pss_gib": self.pss_kib / 2**20,
         }
+
+
+async def stage_totals(client: httpx.AsyncClient) -> dict[str, tuple[float, float]]:
+    """(seconds, count) so far of each scanner stage, from the ingress's `/metrics`."""
+    response = await client.get("/metrics")
+    response.raise_for_status()
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(response.text):
+        if family.name != "cardcat_scan_stage_seconds":
+            continue
+        for sample in family.samples:
+            slot = {"cardcat_scan_stage_seconds_sum": 0, "cardcat_scan_stage_seconds_count": 1}.get(
+                sample.name
+            )
+            if slot is not None:
+                totals.setdefault(sample.labels["stage"], [0.0, 0.0])[slot] += sample.value
+    return {stage: (t[0], t[1]) for stage, t in totals.items()}
+
+
+def stage_means(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    """Mean milliseconds of each stage between two `stage_totals` readings."""
+    means = {}
+    for stage, (seconds, count) in after.items():
+        was = before.get(stage, (0.0, 0.0))
+        if count > was[1]:
+            means[stage] = round(1000 * (seconds - was[0]) / (count - was[1]), 1)
+    return means
 
 
 async def closed_loop(
@@ -242,6 +289,7 @@ async def closed_loop(
         await client.post("/v1/scan", files={"image": ("photo.jpg", photo.body, "image/jpeg")})
     pids = process_tree(server_pid)
     pg = postgres_pids()
+    stages_before = await stage_totals(client)
     cpu_before, pg_before = cpu_seconds(pids), cpu_seconds(pg)
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -252,6 +300,7 @@ async def closed_loop(
     row.cpu_by_role = by_role(cpu_before, cpu_after)
     row.postgres_cpu_s = used_between(pg_before, cpu_seconds(pg))
     row.rss_kib, row.pss_kib = memory_kib(pids)
+    row.stage_ms = stage_means(stages_before, await stage_totals(client))
     row.scans = sum(row.statuses.values())
     return row
 
@@ -320,6 +369,10 @@ def main() -> int:
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="fp32")
     parser.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per model replica")
+    parser.add_argument(
+        "--batch-wait-ms", type=float, default=0.0, help="each model batch's wait for company"
+    )
+    parser.add_argument("--idle-seconds", type=float, default=20, help="server CPU read idle first")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_load.json")
     args = parser.parse_args()
 
@@ -342,6 +395,7 @@ def main() -> int:
             CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
             CARDCAT_SCAN_DETECTOR_PRECISION=args.detector_precision,
             CARDCAT_SCAN_THREADS=str(args.threads),
+            CARDCAT_SCAN_BATCH_WAIT_MS=str(args.batch_wait_ms),
         )
         try:
             server_pid = service.processes[0].pid
@@ -350,6 +404,8 @@ def main() -> int:
             print(
                 f"server up: {count} processes, RSS {idle[0] / 2**20:.2f} GiB, PSS {idle[1] / 2**20:.2f} GiB"
             )
+            idle_cpu = idle_cost(server_pid, args.idle_seconds)
+            print(f"idle: {idle_cpu['total']} ms of CPU a second ({idle_cpu['by_process']})")
             print(HEADER)
             rows, headline = asyncio.run(run_all(service.base_url, service.key, server_pid, sets, args))
         finally:
@@ -362,6 +418,9 @@ def main() -> int:
     print_row(headline["median"])
     roles = headline["runs"][len(headline["runs"]) // 2]["cpu_ms_per_scan_by_process"]
     print("CPU ms per scan by process (middle run): " + ", ".join(f"{k} {v}" for k, v in roles.items()))
+    for r in rows:
+        stages = ", ".join(f"{k} {v}" for k, v in r["stage_ms_mean"].items())
+        print(f"stage ms ({r['photos']}, c{r['concurrency']}, p50 {r['p50_ms']:.0f}): {stages}")
     meta = {
         "device": device,
         "cards_indexed": len(card_ids),
@@ -371,6 +430,7 @@ def main() -> int:
         "photo_mb": {k: round(float(np.mean([len(p.body) for p in v])) / 1e6, 2) for k, v in sets.items()},
         "args": {k: v for k, v in vars(args).items() if k != "out"},
         "idle_rss_gib": idle[0] / 2**20,
+        "idle_cpu_ms_per_s": idle_cpu,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "rows": rows, "headline": headline}, indent=2))

@@ -55,9 +55,16 @@ if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, whi
     from serve_app.index_bundle import BundleWatcher, IndexBundle
 
 log = logging.getLogger("cardcat.scan")
-# How long a batch waits for more requests after its first: at one request in flight every stage waits
-# this long, and under load the queue fills batches while the previous one runs anyway.
-BATCH_WAIT_S = 0.002
+# How long a batch waits for more requests after its first, unless ScanConfig.batch_wait_ms or a
+# user_config's `batch_wait_ms` says otherwise.
+BATCH_WAIT_S = ScanConfig.batch_wait_ms / 1000
+
+
+def _set_batching(method: Any, config: dict[str, Any]) -> None:
+    """A `@serve.batch` method's size and wait from a user_config (`max_batch_size`, `batch_wait_ms`)."""
+    method.set_max_batch_size(int(config.get("max_batch_size", 8)))
+    if "batch_wait_ms" in config:
+        method.set_batch_wait_timeout_s(float(config["batch_wait_ms"]) / 1000)
 
 
 def _limit_threads(device: str, threads: int) -> None:
@@ -88,6 +95,7 @@ class Detector:
         backend: dict[str, Any] | None = None,
         threads: int = 1,
         pixels: str = "auto",
+        batch_wait_ms: float = 1000 * BATCH_WAIT_S,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
         host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU)."""
@@ -98,10 +106,11 @@ class Detector:
         _limit_threads(device, threads)
         self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
+        _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
         self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def reconfigure(self, config: dict[str, Any]) -> None:
-        self.locate.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
+        _set_batching(self.locate, config)
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def locate(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:
@@ -142,6 +151,7 @@ class Reader:
         checkpoint: str | None = None,
         arch: str = "",
         threads: int = 1,
+        batch_wait_ms: float = 1000 * BATCH_WAIT_S,
     ) -> None:
         from models.ocr import PrintReader
 
@@ -149,10 +159,11 @@ class Reader:
         _limit_threads(device, threads)
         kwargs: dict[str, Any] = {"arch": arch} if arch else {}
         self.model = PrintReader(Path(weights), device, Path(checkpoint) if checkpoint else None, **kwargs)
+        _set_batching(self.read, {"batch_wait_ms": batch_wait_ms})
         self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def reconfigure(self, config: dict[str, Any]) -> None:
-        self.read.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
+        _set_batching(self.read, config)
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def read(self, requests: list[tuple[Any, bool, list[str]]]) -> list[dict[str, Any]]:
@@ -183,6 +194,7 @@ class Embedder:
         top_k: int = 32,
         backend: dict[str, Any] | None = None,
         threads: int = 1,
+        batch_wait_ms: float = 1000 * BATCH_WAIT_S,
     ) -> None:
         from models.embedder import CardEmbedder
         from models.sessions import Backend
@@ -197,6 +209,7 @@ class Embedder:
         self.watcher: BundleWatcher = BundleWatcher(Path(index_dir))
         self.searched: str | None = None
         self._prepare()
+        _set_batching(self.search, {"batch_wait_ms": batch_wait_ms})
         self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def _prepare(self) -> IndexBundle:
@@ -221,7 +234,7 @@ class Embedder:
         if config.get("index_dir"):
             self.watcher.move_to(Path(config["index_dir"]))
         self.top_k = int(config.get("top_k", self.top_k))
-        self.search.set_max_batch_size(int(config.get("max_batch_size", 8)))  # type: ignore[attr-defined]
+        _set_batching(self.search, config)
         self._prepare()
 
     def print_table(self) -> tuple[str, PrintTable]:
@@ -332,14 +345,21 @@ def build_app(args: dict[str, Any]) -> Any:
     detector, embedder, reader, service = (
         d.options(logging_config=quiet) for d in (detector, embedder, reader, service)
     )
-    threads = config.threads
+    threads, wait = config.threads, config.batch_wait_ms
+    precision = config.backend_options(config.detector_precision)
     return service.bind(
-        detector.bind(
-            config.detector_weights, device, config.backend_options(config.detector_precision), threads
-        ),
+        detector.bind(config.detector_weights, device, precision, threads, batch_wait_ms=wait),
         embedder.bind(
-            config.embedder_weights, config.index_dir, device, config.top_k, config.backend_options(), threads
+            config.embedder_weights,
+            config.index_dir,
+            device,
+            config.top_k,
+            config.backend_options(),
+            threads,
+            batch_wait_ms=wait,
         ),
-        reader.bind(config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch, threads),
+        reader.bind(
+            config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch, threads, batch_wait_ms=wait
+        ),
         config.as_dict(),
     )

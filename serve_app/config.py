@@ -22,6 +22,11 @@ class ScanConfig:
     device: str = "auto"  # "auto": CUDA when the replica has a GPU
     top_k: int = 32
     threads: int = 1  # torch intra-op threads per CPU model replica
+    # How long each model deployment's batch waits for more requests after its first (milliseconds).
+    # 0: a batch takes what is queued when the replica is free. Under load the queue fills batches while
+    # the previous one runs anyway; a lone scan waited at each of three stages (2 ms: ~5-10 ms more p50 at
+    # concurrency 1, the same CPU per scan at 16; docs/scanner-performance.md, "Batch wait").
+    batch_wait_ms: float = 0.0
     # Replicas of each model deployment (Detector, Embedder, Reader). Ray Serve spreads a deployment's
     # replicas over the cluster's nodes, so on several nodes one lost node leaves each model answering.
     replicas: int = 1

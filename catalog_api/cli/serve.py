@@ -69,6 +69,7 @@ def scan_config(settings: Settings) -> ScanConfig:
         replicas=settings.scan_replicas,
         detector_precision=settings.scan_detector_precision,
         threads=settings.scan_threads,
+        batch_wait_ms=settings.scan_batch_wait_ms,
     )
 
 

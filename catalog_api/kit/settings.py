@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     # torch and OpenCV threads in each CPU model replica (serve_app.config.ScanConfig.threads). One keeps
     # the replicas, which run side by side, from competing for the same cores.
     scan_threads: int = Field(default=1, ge=1, le=64)
+    # How long each scanner model's batch waits for more requests after its first, in milliseconds
+    # (serve_app.config.ScanConfig.batch_wait_ms): a lone scan waits this long at each of three stages.
+    scan_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000)
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.
