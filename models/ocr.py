@@ -48,6 +48,8 @@ class Region:
     size: tuple[int, int]  # model input (height, width); the box keeps this aspect ratio
     offsets: tuple[int, ...]  # vertical offsets (canvas px) tried at read time
     vote: bool = False  # combine the offsets' reads by `vote` rather than keep the most confident one
+    # The offsets always read; the others only for a line none of these read surely (`SURE_LINE`).
+    first: tuple[int, ...] = ()
 
 
 # Name at (34,42) up to 32 px, HP at the right (read, then stripped); at scale 1/2 its glyphs are the
@@ -55,13 +57,21 @@ class Region:
 # Voting on the name, exact reads (evaluate.py, 500 held-out cards; chosen on another 500-card draw): first
 # weights 0.462 -> 0.508 clean, 0.400 -> 0.418 damaged; current weights 0.726 -> 0.756 clean, 0.714 ->
 # 0.710 damaged (within 90% similarity 0.838 -> 0.856, 0.814 -> 0.820).
-NAME = Region("name", (12.0, 30.0, 588.0, 94.0), (32, 288), (-24, -12, 0, 12, 24), vote=True)
+NAME = Region(
+    "name", (12.0, 30.0, 588.0, 94.0), (32, 288), (-24, -12, 0, 12, 24), vote=True, first=(-12, 0, 12)
+)
 # Set-code box and number at y~776 in 15 px bold; native scale, so digits keep ~2.4 CTC steps each.
 # No vote: a footer offset 8 px off still reads, but with the tops of glyphs cut (B -> R, P -> K), and
 # such reads agree with each other more than with the centred one: this vote cost 2-10 points of exact
 # numbers, and exact-string voting (confidence summed per distinct read) changed nothing.
-FOOTER = Region("footer", (22.0, 770.0, 246.0, 802.0), (32, 224), (-16, -8, 0, 8, 16))
+FOOTER = Region("footer", (22.0, 770.0, 246.0, 802.0), (32, 224), (-16, -8, 0, 8, 16), first=(-8, 0, 8))
 REGIONS = (NAME, FOOTER)
+# A line whose best read among its region's `first` offsets scores at least this (geometric-mean glyph
+# confidence, `line_score`) is not read at the outer offsets: on the scanner's rectified phone photos they
+# never changed an answer, and skipping them saves ~30% of the reader's time on standard photos. Faces
+# rectified far off (`training.ocr.evaluate`'s degraded faces) need them, and their reads are unsure
+# (docs/scanner-performance.md, "... the reader's outer offsets"). Above 1: every offset, always.
+SURE_LINE = 0.9
 
 
 @dataclass(frozen=True)
@@ -232,10 +242,13 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
         compiled: Path | None = COMPILED,
         *,
         load: bool = True,
+        sure_line: float = SURE_LINE,
     ) -> None:
         """`compiled`: a TorchScript file from `compile_reader`, used instead of building the docTR model
-        when it was compiled from these very weights (never for a `checkpoint` or another `vocab`)."""
+        when it was compiled from these very weights (never for a `checkpoint` or another `vocab`).
+        `sure_line`: see `SURE_LINE`."""
         self.device = torch.device(device)
+        self.sure_line = sure_line
         self.weights, self.checkpoint, self.compiled = Path(weights or WEIGHTS), checkpoint, compiled
         self._arch, self._vocab = arch, vocab
         super().__init__(load=load)
@@ -302,23 +315,51 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
         `footers`, one list per face: candidate footer lines to score (`PrintRead.footer_scores`)."""
         return self.predict_batch(faces, footers=footers)
 
+    def _read_region(
+        self, faces: list[np.ndarray], region: Region
+    ) -> tuple[list[list[tuple[str, list[float]]]], list[torch.Tensor | None]]:
+        """Each face's reads of the region's line at its offsets (in offset order), and for CTC models their
+        log-probabilities (offsets, T, C): the `first` offsets for every face, the rest only for faces
+        whose line those did not read surely."""
+        every = self.sure_line > 1 or not region.first
+        first = list(region.offsets) if every else [dy for dy in region.offsets if dy in region.first]
+        rest = [dy for dy in region.offsets if dy not in first]
+        reads: list[dict[int, tuple[str, list[float]]]] = [{} for _ in faces]
+        lines: list[dict[int, torch.Tensor]] = [{} for _ in faces]
+
+        def look(which: list[int], offsets: list[int]) -> None:
+            crops = [warp(faces[i], region_quad(region, dy=dy), region.size) for i in which for dy in offsets]
+            texts, log_probs = self.read_lines(crops)
+            for k, (i, dy) in enumerate((i, dy) for i in which for dy in offsets):
+                reads[i][dy] = texts[k]
+                if log_probs is not None:
+                    lines[i][dy] = log_probs[k]
+
+        look(list(range(len(faces))), first)
+        unsure = [i for i in range(len(faces)) if max(map(line_score, reads[i].values())) < self.sure_line]
+        if rest and unsure:
+            look(unsure, rest)
+        ordered = [[read[dy] for dy in region.offsets if dy in read] for read in reads]
+        stacked = [
+            torch.stack([line[dy] for dy in region.offsets if dy in line]) if line else None for line in lines
+        ]
+        return ordered, stacked
+
     def _predict_batch(
         self, faces: list[np.ndarray], footers: Sequence[Sequence[str]] | None = None
     ) -> list[PrintRead]:
         best: dict[str, list[tuple[str, list[float]]]] = {}
         scores: list[dict[str, float]] = [{} for _ in faces]
         for region in REGIONS:
-            crops = [
-                warp(face, region_quad(region, dy=dy), region.size) for face in faces for dy in region.offsets
-            ]
-            reads, log_probs = self.read_lines(crops)
-            per_face = [reads[i : i + len(region.offsets)] for i in range(0, len(reads), len(region.offsets))]
+            reads, log_probs = self._read_region(faces, region)
             best[region.name] = [
-                vote(group) if region.vote else max(group, key=line_score) for group in per_face
+                vote(group) if region.vote else max(group, key=line_score) for group in reads
             ]
-            if region is FOOTER and footers is not None and log_probs is not None:
+            if region is FOOTER and footers is not None:
                 for i, texts in enumerate(footers):
-                    lines = log_probs[i * len(region.offsets) : (i + 1) * len(region.offsets)]
+                    lines = log_probs[i]
+                    if lines is None:
+                        continue
                     unique = sorted(set(texts))
                     best_offset = ctc_scores(lines, unique, self.vocab).max(dim=0).values.tolist()
                     scores[i] = dict(zip(unique, best_offset, strict=True))

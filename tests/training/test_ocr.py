@@ -9,6 +9,7 @@ models/weights/ocr.json).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from rapidfuzz import fuzz
 
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import read_face
-from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader, build_model
+from models.ocr import FOOTER, NAME, WEIGHTS, PrintRead, PrintReader, build_model
 from models.ocr_text import vote
 from serve_app.fusion import Thresholds, snap_code
 from tests.harness import SHARED_CATALOG, require_shared
@@ -154,7 +155,7 @@ def test_name_offsets_vote_footer_keeps_its_most_confident_read(
     over two off-centre reads that agree with each other (their glyph tops cut: B -> R)."""
     path = tmp_path / "crnn.pt"
     torch.save(build_model("crnn_mobilenet_v3_small", VOCABS["french"]).state_dict(), path)
-    reader = PrintReader(checkpoint=path)
+    reader = PrintReader(checkpoint=path, sure_line=2.0)  # every offset in one look
     empty: tuple[str, list[float]] = ("", [])
     name_reads = [empty, ("Pikachu", [0.8] * 7), ("Pikachu", [0.8] * 7), ("Pikachv", [0.97] * 7), empty]
     off, centred = ("RCR 116/149", [0.85] * 11), ("BCR 116/149", [0.95] * 11)
@@ -170,6 +171,79 @@ def test_name_offsets_vote_footer_keeps_its_most_confident_read(
     (read,) = reader.read_batch([np.full((838, 600, 3), 200, np.uint8)])
     assert read.name == "Pikachu"
     assert read.set_code == "BCR" and read.number == "116" and read.printed_total == "149"
+
+
+def test_outer_offsets_are_read_only_for_lines_the_inner_ones_did_not_read_surely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two faces: the first's lines read surely at the inner offsets, the second's not; only the second's
+    outer offsets are read, and its five reads reach the vote in offset order."""
+    path = tmp_path / "crnn.pt"
+    torch.save(build_model("crnn_mobilenet_v3_small", VOCABS["french"]).state_dict(), path)
+    reader = PrintReader(checkpoint=path)
+    sure, unsure, empty = ("Pikachu", [0.95] * 7), ("Pikachv", [0.6] * 7), ("", [])
+    outer = [("Raichu", [0.8] * 6), ("Raichu", [0.8] * 6)]  # two outer reads that agree outvote the inner
+    footer_sure = ("BCR 116/149", [0.95] * 11)
+    canned = [
+        [empty, sure, empty, empty, unsure, empty],  # name, inner offsets, face by face
+        outer,  # name, outer offsets, the second face only
+        [empty, footer_sure, empty] * 2,  # footers: both sure
+    ]
+    looked: list[int] = []
+
+    def read_lines(crops: list[np.ndarray]) -> tuple[list[tuple[str, list[float]]], None]:
+        looked.append(len(crops))
+        return canned.pop(0), None
+
+    monkeypatch.setattr(reader, "read_lines", read_lines)
+    first, second = reader.read_batch([np.full((838, 600, 3), 200, np.uint8)] * 2)
+    assert looked == [6, 2, 6] and not canned
+    assert first.name == "Pikachu" and second.name == "Raichu"
+    assert first.number == second.number == "116"
+
+
+def test_reading_the_outer_offsets_only_when_unsure_reads_what_every_offset_reads(
+    reader: PrintReader, cards_and_faces: tuple[list[CardText], list[np.ndarray]]
+) -> None:
+    """On real faces, centred and rectified 20 px low (where the inner offsets miss the line): the same
+    reads and footer scores' winners as reading every offset, with fewer crops read on centred faces and
+    the outer offsets read where they are needed."""
+    cards, faces = cards_and_faces
+    faces = faces[:12]
+    low = [np.roll(face, 20, axis=0) for face in faces]
+    asked = [sorted({c.footer_line for c in cards})] * len(faces)
+    every = PrintReader(sure_line=2.0)
+    crops: list[int] = []
+    read_lines = reader.read_lines
+
+    def counted(batch: list[np.ndarray]) -> tuple[list[tuple[str, list[float]]], torch.Tensor | None]:
+        crops.append(len(batch))
+        return read_lines(batch)
+
+    for batch in (faces, low):
+        crops.clear()
+        adaptive, exhaustive = counted_reads(reader, counted, batch, asked), every.read_batch(batch, asked)
+        assert [(r.name, r.number, r.set_code) for r in adaptive] == [
+            (r.name, r.number, r.set_code) for r in exhaustive
+        ]
+        winners = [max(r.footer_scores, key=r.footer_scores.__getitem__) for r in adaptive]
+        assert winners == [max(r.footer_scores, key=r.footer_scores.__getitem__) for r in exhaustive]
+        if batch is faces:
+            assert sum(crops) < 2 * len(FOOTER.offsets) * len(batch)  # most centred lines were sure
+        else:
+            assert sum(crops) > 2 * len(FOOTER.first) * len(batch)  # 20 px off: the outer ones were read
+
+
+def counted_reads(
+    reader: PrintReader, counted: Any, faces: list[np.ndarray], asked: list[list[str]]
+) -> list[PrintRead]:
+    """`reader.read_batch`, its network calls going through `counted` (which calls the real one)."""
+    plain = reader.read_lines
+    reader.read_lines = counted  # type: ignore[method-assign]
+    try:
+        return reader.read_batch(faces, asked)
+    finally:
+        reader.read_lines = plain  # type: ignore[method-assign]
 
 
 def test_data_workers_share_the_steps_and_keep_their_order(tmp_path: Path) -> None:

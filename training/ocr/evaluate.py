@@ -29,7 +29,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
 from models.geometry import read_face
-from models.ocr import WEIGHTS, PrintRead, PrintReader
+from models.ocr import SURE_LINE, WEIGHTS, PrintRead, PrintReader
 from serve_app.fusion import CardPrint, Thresholds, footer_odds, footer_posterior
 from training.ocr.data import (
     EVAL_SEED_BASE,
@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--sure-line", type=float, default=SURE_LINE, help="read outer offsets below this (above 1: always)"
+    )
     parser.add_argument("--out", type=Path, help="JSON report (default: runs/ocr/eval-<seed base>.json)")
     parser.add_argument(
         "--photos", default="", help=f"comma-separated photo kinds to add: {','.join(DIFFICULTIES)}"
@@ -189,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
             by_artwork.setdefault(reprint.artwork, []).append(reprint)
     groups = [by_artwork[rendered[i]["artwork_key"]] for i in picked]
     footers = [[reprint.footer for reprint in group] for group in groups]
-    reader = PrintReader(weights=args.weights, device=args.device)
+    reader = PrintReader(weights=args.weights, device=args.device, sure_line=args.sure_line)
     report: dict[str, Any] = {
         "weights": str(args.weights),
+        "sure_line": args.sure_line,
         "count": len(cards),
         "seed_base": args.seed_base,
         "threads": args.threads,
