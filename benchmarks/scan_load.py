@@ -43,12 +43,13 @@ from typing import Any
 import httpx
 import numpy as np
 from PIL import Image
-from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
 from catalog_api.ingest.feed import feed_path, read_jsonl
+from catalog_api.kit.metrics import SCAN_STAGES
 from tests.harness import REPO, SHARED_CATALOG, launch_scanner
+from tests.metrics_text import Scrape
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 # One key sends every photo: the 300/60 s budget would answer most of them 429.
@@ -231,17 +232,13 @@ async def stage_totals(client: httpx.AsyncClient) -> dict[str, tuple[float, floa
     """(seconds, count) so far of each scanner stage, from the ingress's `/metrics`."""
     response = await client.get("/metrics")
     response.raise_for_status()
-    totals: dict[str, list[float]] = {}
-    for family in text_string_to_metric_families(response.text):
-        if family.name != "cardcat_scan_stage_seconds":
-            continue
-        for sample in family.samples:
-            slot = {"cardcat_scan_stage_seconds_sum": 0, "cardcat_scan_stage_seconds_count": 1}.get(
-                sample.name
-            )
-            if slot is not None:
-                totals.setdefault(sample.labels["stage"], [0.0, 0.0])[slot] += sample.value
-    return {stage: (t[0], t[1]) for stage, t in totals.items()}
+    scrape, name = Scrape.parse(response.text), "cardcat_scan_stage_seconds"
+    seen = scrape.labels(f"{name}_count", "stage")
+    return {
+        stage: (scrape.sum(f"{name}_sum", stage=stage), scrape.sum(f"{name}_count", stage=stage))
+        for stage in SCAN_STAGES  # in the pipeline's order
+        if stage in seen
+    }
 
 
 def stage_means(

@@ -95,7 +95,7 @@ class Detector:
         backend: dict[str, Any] | None = None,
         threads: int = 1,
         pixels: str = "auto",
-        batch_wait_ms: float = 1000 * BATCH_WAIT_S,
+        batch_wait_ms: float = ScanConfig.batch_wait_ms,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
         host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU)."""
@@ -151,7 +151,7 @@ class Reader:
         checkpoint: str | None = None,
         arch: str = "",
         threads: int = 1,
-        batch_wait_ms: float = 1000 * BATCH_WAIT_S,
+        batch_wait_ms: float = ScanConfig.batch_wait_ms,
     ) -> None:
         from models.ocr import PrintReader
 
@@ -194,7 +194,7 @@ class Embedder:
         top_k: int = 32,
         backend: dict[str, Any] | None = None,
         threads: int = 1,
-        batch_wait_ms: float = 1000 * BATCH_WAIT_S,
+        batch_wait_ms: float = ScanConfig.batch_wait_ms,
     ) -> None:
         from models.embedder import CardEmbedder
         from models.sessions import Backend

@@ -1,5 +1,5 @@
-"""How long a scanner model's batch waits for company: `CARDCAT_SCAN_BATCH_WAIT_MS` through `cardcat
-serve`'s scanner config to each model deployment, and a user_config's `batch_wait_ms`
+"""How long a scanner model's batch waits for company: `CARDCAT_SCAN_BATCH_WAIT_MS` (which reaches the scanner
+config: tests/serve_app/test_scan_threads.py) to each model deployment, and a user_config's `batch_wait_ms`
 (`serve_app.app._set_batching`)."""
 
 from __future__ import annotations
@@ -8,8 +8,6 @@ import json
 import subprocess
 import sys
 
-from catalog_api.cli.serve import scan_config
-from catalog_api.kit.settings import Settings
 from tests.harness import REPO
 
 # A deployment whose batched method answers each request with the size of the batch it ran in, batching as
@@ -53,13 +51,6 @@ def test_a_user_config_wait_decides_whether_a_later_request_joins_the_batch():
         [sys.executable, "-c", BATCHES], cwd=REPO, capture_output=True, text=True, timeout=300, check=True
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"2000": [2, 2], "0": [1, 1]}
-
-
-def test_the_setting_reaches_the_scanner_config(monkeypatch, tmp_path):
-    monkeypatch.setenv("CARDCAT_DATA_DIR", str(tmp_path))
-    assert scan_config(Settings()).batch_wait_ms == Settings().scan_batch_wait_ms
-    monkeypatch.setenv("CARDCAT_SCAN_BATCH_WAIT_MS", "7.5")
-    assert scan_config(Settings()).batch_wait_ms == 7.5
 
 
 def test_each_model_replica_batches_with_the_wait_it_is_given():
