@@ -11,9 +11,10 @@ Training lives in `training/detector/`; the shipped weights are `models/weights/
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import cv2
 import numpy as np
@@ -35,9 +36,14 @@ from models.quads import (
     same_quad,
     zoom_view,
 )
-from models.sessions import Backend, Session, fold_batchnorm, open_graph
+from models.sessions import Backend, Session, TorchSession, fold_batchnorm, open_graph
+
+if TYPE_CHECKING:  # imported where used: it brings torchvision, which only a device's decode needs
+    from models.tensor_ops import TensorPyramid
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
+# A photo's pixels as the detector takes them: HxWx3 uint8 on the host, or uint8 (3, H, W) on a torch device.
+Pixels = np.ndarray | torch.Tensor
 # Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
 INPUT, OUTPUT = "views__0", "probs__0"
 
@@ -143,7 +149,7 @@ class DetectorGraph(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------ serving
-class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
+class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
 
     cfg: DetectorConfig
@@ -191,11 +197,18 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
             self.backend, "detector", self.graph, (INPUT, OUTPUT), self.device, self.version
         )
 
-    def _warm_batch(self) -> list[np.ndarray]:
-        return [np.zeros((480, 360, 3), np.uint8)]
+    def _warm_batch(self) -> list[Pixels]:
+        """A blank photo; on a GPU also as a tensor there, for a replica that cuts its views on the device."""
+        blank = np.zeros((480, 360, 3), np.uint8)
+        if self.device.type == "cpu":
+            return [blank]
+        return [blank, torch.from_numpy(blank).permute(2, 0, 1).to(self.device)]
 
-    def _infer_views(self, views: list[np.ndarray]) -> np.ndarray:
-        """The network on same-size uint8 views: card and band probabilities (N, 3, H, W)."""
+    def _infer_views(self, views: Sequence[Pixels]) -> np.ndarray:
+        """The network on same-size uint8 HxWx3 views (NumPy arrays, or tensors cut on a torch device):
+        card and band probabilities (N, 3, H, W)."""
+        if any(isinstance(v, torch.Tensor) for v in views):
+            return self._infer_tensor(torch.stack([torch.as_tensor(v).to(self.device) for v in views]))
         x = np.stack(views)
         out = self.session.run({INPUT: x})[OUTPUT]
         if self.cfg.tta:  # a mirrored card keeps its top on top: the maps just flip back
@@ -203,16 +216,33 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
             out = 0.5 * (out + flipped[..., ::-1])
         return out
 
-    def locate_batch(self, images: list[np.ndarray]) -> list[np.ndarray | None]:
-        """Corners for each RGB photo: long side vertical; the top may be off by 180 degrees."""
+    def _infer_tensor(self, x: torch.Tensor) -> np.ndarray:
+        """`_infer_views` for views already on a torch device: straight into an in-process graph; another
+        session (Triton) takes them as NumPy."""
+        session = self.session
+
+        def run(views: torch.Tensor) -> np.ndarray:
+            if isinstance(session, TorchSession):
+                return session.run_tensors({INPUT: views})[OUTPUT]
+            return session.run({INPUT: views.cpu().numpy()})[OUTPUT]
+
+        out = run(x)
+        if self.cfg.tta:
+            out = 0.5 * (out + run(x.flip(2))[..., ::-1])
+        return out
+
+    def locate_batch(self, images: Sequence[Pixels]) -> list[np.ndarray | None]:
+        """Corners for each RGB photo: long side vertical; the top may be off by 180 degrees. A photo is an
+        HxWx3 uint8 array, or a uint8 (3, H, W) tensor on a torch device (a GPU replica's decode), whose
+        views are then cut on that device (`models.tensor_ops`)."""
         return self.predict_batch(images)
 
-    def _predict_batch(self, photos: list[np.ndarray]) -> list[np.ndarray | None]:
+    def _predict_batch(self, photos: list[Pixels]) -> list[np.ndarray | None]:
         cfg = self.cfg
         if not photos:
             return []
         # Zoomed views start from the photo's pyramid: each photo is averaged down once (quads.Pyramid).
-        images = [Pyramid(photo) for photo in photos]
+        images = [_pyramid(photo) for photo in photos]
         # The first zoomed look judges every coarse candidate (a sheet of paper can out-mask the card at
         # low resolution); the best-scoring one is refined further.
         items = [(i, q) for i, qs in enumerate(self._coarse(images)) for q in qs]
@@ -237,10 +267,10 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
                 best[i] = result
         return [best[i][0] if i in best else None for i in range(len(images))]
 
-    def _coarse(self, images: list[Pyramid]) -> list[list[np.ndarray]]:
+    def _coarse(self, images: list[AnyPyramid]) -> list[list[np.ndarray]]:
         """Candidate quads (photo px) from the letterboxed photos: the first, unrectified look."""
         cfg = self.cfg
-        views, mats = zip(*(letterbox(img, cfg.input_size) for img in images), strict=True)
+        views, mats = zip(*(_letterbox(img, cfg.input_size) for img in images), strict=True)
         out = []
         for p, m in zip(self._infer_views(list(views)), mats, strict=True):
             back = np.linalg.inv(m)
@@ -257,13 +287,13 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
         return out
 
     def _zoom(
-        self, images: list[Pyramid], items: list[tuple[int, np.ndarray]]
+        self, images: list[AnyPyramid], items: list[tuple[int, np.ndarray]]
     ) -> list[tuple[int, tuple[np.ndarray, float] | None]]:
         """One zoomed pass over (photo index, quad) items: (refined quad in photo px, score) or None."""
         if not items:
             return []
         cfg = self.cfg
-        zoomed = [zoom_view(images[i], q, cfg.input_size, cfg.zoom_fill) for i, q in items]
+        zoomed = [_zoom_view(images[i], q, cfg.input_size, cfg.zoom_fill) for i, q in items]
         probs = self._infer_views([v for v, _ in zoomed])
         return [(i, self._accept(p, m)) for (i, _), p, (_, m) in zip(items, probs, zoomed, strict=True)]
 
@@ -290,3 +320,31 @@ class CardDetector(InferenceModel[np.ndarray, list[np.ndarray | None]]):
 
     def locate(self, image: np.ndarray) -> np.ndarray | None:
         return self.locate_batch([image])[0]
+
+
+# A photo's pyramid on the host (quads.Pyramid) or on a torch device (tensor_ops.TensorPyramid).
+AnyPyramid: TypeAlias = "Pyramid | TensorPyramid"
+
+
+def _pyramid(photo: Pixels) -> AnyPyramid:
+    if isinstance(photo, np.ndarray):
+        return Pyramid(photo)
+    from models.tensor_ops import TensorPyramid  # torchvision, only where photos are decoded on a device
+
+    return TensorPyramid(photo)
+
+
+def _letterbox(photo: AnyPyramid, size: int) -> tuple[Any, np.ndarray]:
+    if isinstance(photo, Pyramid):
+        return letterbox(photo, size)
+    from models.tensor_ops import letterbox_tensor
+
+    return letterbox_tensor(photo, size)
+
+
+def _zoom_view(photo: AnyPyramid, quad: np.ndarray, size: int, fill: float) -> tuple[Any, np.ndarray]:
+    if isinstance(photo, Pyramid):
+        return zoom_view(photo, quad, size, fill)
+    from models.tensor_ops import zoom_view_tensor
+
+    return zoom_view_tensor(photo, quad, size, fill)

@@ -9,6 +9,7 @@ with the same views, so training and serving see a card the same way.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -68,16 +69,24 @@ def letterbox(photo: np.ndarray | Pyramid, size: int) -> tuple[np.ndarray, np.nd
     that effect."""
     image = photo.image if isinstance(photo, Pyramid) else photo
     h, w = image.shape[:2]
-    s = size / max(h, w)
-    nw, nh = max(1, round(w * s)), max(1, round(h * s))
+    (nw, nh), (ox, oy), m = letterbox_plan(h, w, size)
     small = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_AREA)
     view = np.full((size, size, 3), PAD_VALUE, np.uint8)
-    ox, oy = (size - nw) // 2, (size - nh) // 2
     view[oy : oy + nh, ox : ox + nw] = small
+    return view, m
+
+
+def letterbox_plan(h: int, w: int, size: int) -> tuple[tuple[int, int], tuple[int, int], np.ndarray]:
+    """Where an h x w photo goes in its size x size letterbox: the shrunk (width, height), its (x, y)
+    offset, and the photo->view matrix. Shared by `letterbox` and its torch twin
+    (`models.tensor_ops.letterbox_tensor`), so both map a view back to the photo the same way."""
+    s = size / max(h, w)
+    nw, nh = max(1, round(w * s)), max(1, round(h * s))
+    ox, oy = (size - nw) // 2, (size - nh) // 2
     m = _pixel_scale(nw / w, nh / h)
     m[0, 2] += ox
     m[1, 2] += oy
-    return view, m
+    return (nw, nh), (ox, oy), m
 
 
 def zoom_target(size: int, fill: float) -> np.ndarray:
@@ -86,6 +95,18 @@ def zoom_target(size: int, fill: float) -> np.ndarray:
     w = h / CARD_ASPECT
     x0, y0 = (size - w) / 2 - 0.5, (size - h) / 2 - 0.5
     return np.array([[x0, y0], [x0 + w, y0], [x0 + w, y0 + h], [x0, y0 + h]], np.float32)
+
+
+@dataclass(frozen=True)
+class ZoomPlan:
+    """How one zoomed view is cut from a pyramid level: crop `box` (x0, y0, x1, y1) of the level, shrink
+    the crop to `resize` (width, height) when set, then warp it with `warp` (crop px -> view px).
+    `to_view` maps photo px to view px, for the quad fitted in the view."""
+
+    box: tuple[int, int, int, int]
+    resize: tuple[int, int] | None
+    warp: np.ndarray
+    to_view: np.ndarray
 
 
 def zoom_view(
@@ -98,15 +119,40 @@ def zoom_view(
     does not alias.
     """
     pyramid = _as_pyramid(photo)
-    card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
-    shrink = min(1.0, 1.5 * fill * size / max(card_h, 1.0))
+    shrink = zoom_shrink(quad, size, fill)
     # A card much larger than the view is pre-shrunk to 1.5x the view's card, as from the full photo
     # before the pyramid existed, only from the level just above that size (less to average); for
     # shrink > 0.5 that level is the photo itself.
     image, scale = pyramid.level(shrink)
+    plan = zoom_plan(image.shape[0], image.shape[1], scale, quad, size, fill, shrink)
+    x0, y0, x1, y1 = plan.box
+    crop = image[y0:y1, x0:x1]
+    if plan.resize is not None:
+        crop = cv2.resize(crop, plan.resize, interpolation=cv2.INTER_AREA)
+    view = cv2.warpPerspective(
+        crop,
+        plan.warp,
+        (size, size),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=(PAD_VALUE,) * 3,
+    )
+    return view, plan.to_view
+
+
+def zoom_shrink(quad: np.ndarray, size: int, fill: float) -> float:
+    """How much a zoomed view shrinks the photo around `quad` (at most 1): its card drawn 1.5x the view's."""
+    card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
+    return min(1.0, 1.5 * fill * size / max(card_h, 1.0))
+
+
+def zoom_plan(
+    h: int, w: int, scale: float, quad: np.ndarray, size: int, fill: float, shrink: float
+) -> ZoomPlan:
+    """The crop, pre-shrink and warp that draw `zoom_view`'s view from an h x w pyramid level at `scale`;
+    shared with its torch twin (`models.tensor_ops.zoom_view_tensor`)."""
     level = _pixel_scale(scale, scale)
     quad = apply(level, quad)
-    h, w = image.shape[:2]
     hom = cv2.getPerspectiveTransform(quad.astype(np.float32), zoom_target(size, fill)).astype(np.float64)
     edges = np.array(
         [[-0.5, -0.5], [size - 0.5, -0.5], [size - 0.5, size - 0.5], [-0.5, size - 0.5]], np.float32
@@ -119,22 +165,14 @@ def zoom_view(
         foot = np.array([[0, 0], [w, h]], np.float32)
     x0, y0 = np.clip(np.floor(foot.min(0)) - 2, 0, [w - 1, h - 1]).astype(int)
     x1, y1 = np.clip(np.ceil(foot.max(0)) + 3, [x0 + 1, y0 + 1], [w, h]).astype(int)
-    crop = image[y0:y1, x0:x1]
     shift = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64)
+    resize = None
     if shrink < 0.75 and shrink < scale:
-        nw, nh = max(1, round(crop.shape[1] * shrink / scale)), max(1, round(crop.shape[0] * shrink / scale))
-        crop = cv2.resize(crop, (nw, nh), interpolation=cv2.INTER_AREA)
+        nw, nh = max(1, round((x1 - x0) * shrink / scale)), max(1, round((y1 - y0) * shrink / scale))
+        resize = (nw, nh)
         shift = _pixel_scale(nw / (x1 - x0), nh / (y1 - y0)) @ shift
     m = hom @ np.linalg.inv(shift)
-    view = cv2.warpPerspective(
-        crop,
-        m,
-        (size, size),
-        flags=cv2.INTER_LINEAR,
-        borderMode=cv2.BORDER_CONSTANT,
-        borderValue=(PAD_VALUE,) * 3,
-    )
-    return view, m @ shift @ level
+    return ZoomPlan((int(x0), int(y0), int(x1), int(y1)), resize, m, m @ shift @ level)
 
 
 def apply(m: np.ndarray, pts: np.ndarray) -> np.ndarray:

@@ -106,13 +106,16 @@ class TorchSession:
         self.autocast = autocast_dtype(precision, self.device)
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.run_tensors({name: torch.from_numpy(inputs[name]) for name in self.input_names})
+
+    def run_tensors(self, inputs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+        """`run` for tensors, e.g. views already cut on the session's device: no NumPy round trip."""
         dtype = self.autocast
         with (
             torch.inference_mode(),
             torch.autocast(self.device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None),
         ):
-            args = [torch.from_numpy(inputs[name]).to(self.device) for name in self.input_names]
-            out = self.module(*args)
+            out = self.module(*(inputs[name].to(self.device) for name in self.input_names))
             outs = out if isinstance(out, tuple | list) else (out,)
             return {name: t.float().cpu().numpy() for name, t in zip(self.output_names, outs, strict=True)}
 

@@ -25,25 +25,22 @@ def locate_photos(
     detector: Any, photos: list[bytes], on_device: bool, timings: list[dict[str, float]] | None = None
 ) -> list[Found]:
     """Photos of any size and format in one batch, each decoded once, at working size, then located by
-    `detector` (a `models.detector.CardDetector`) and rectified. `on_device`: decode (nvJPEG) and
-    rectify (`grid_sample`) on the detector's torch device instead of with Pillow and OpenCV on the
-    host. `timings`, when given (one dict per photo), receives each photo's `decode` seconds and its
-    batch's `locate` seconds."""
+    `detector` (a `models.detector.CardDetector`) and rectified. `on_device`: decode (nvJPEG), cut the
+    detector's views and rectify (`interpolate`, `grid_sample`) on the detector's torch device instead of
+    with Pillow and OpenCV on the host. `timings`, when given (one dict per photo), receives each photo's
+    `decode` seconds and its batch's `locate` seconds."""
     rectify_tensor: Any = None
     if on_device:  # torchvision's decoders only where they run
         from models.tensor_ops import rectify_tensor
-    images: dict[int, np.ndarray] = {}
-    tensors: dict[int, Any] = {}  # the same working images on the torch device, when decoded there
+    # Working images: HxWx3 arrays on the host, or uint8 (3, h, w) tensors on the detector's device,
+    # which then cuts its views there too: the pixels never come back to the host.
+    images: dict[int, Any] = {}
     out: list[Found] = [None for _ in photos]
     spent: list[dict[str, float]] = timings if timings is not None else [{} for _ in photos]
     for i, data in enumerate(photos):
         started = time.perf_counter()
         try:
-            if on_device:
-                tensors[i] = decode_photo_tensor(data, detector.device)
-                images[i] = tensors[i].permute(1, 2, 0).contiguous().cpu().numpy()
-            else:
-                images[i] = decode_photo(data)
+            images[i] = decode_photo_tensor(data, detector.device) if on_device else decode_photo(data)
         except APIError as error:
             out[i] = (error.code, error.message)
         spent[i]["decode"] = time.perf_counter() - started
@@ -51,7 +48,7 @@ def locate_photos(
     quads = detector.locate_batch(list(images.values())) if images else []
     for (i, image), quad in zip(images.items(), quads, strict=True):
         if quad is not None:
-            out[i] = rectify_tensor(tensors[i], quad) if i in tensors else rectify(image, quad)
+            out[i] = rectify_tensor(image, quad) if on_device else rectify(image, quad)
     located_s = time.perf_counter() - started
     for i in images:
         spent[i]["locate"] = located_s

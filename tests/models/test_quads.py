@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from models.quads import (
+    PAD_VALUE,
     Pyramid,
     _refine_sides,
     _shoelace,
     apply,
     band_scores,
     letterbox,
+    letterbox_plan,
     zoom_target,
     zoom_view,
 )
@@ -85,6 +87,70 @@ def test_pyramid_levels_halve_once_and_are_kept() -> None:
     assert again is image and len(pyramid.levels) == 2
     tiny, scale = pyramid.level(1e-6)  # never below one pixel
     assert min(tiny.shape[:2]) >= 1 and scale == 2.0 ** -(len(pyramid.levels) - 1)
+
+
+# ------------------------------------------------- the same views cut on a torch device (a GPU replica's)
+def _on_device(photo: np.ndarray):  # type: ignore[no-untyped-def]
+    import torch
+
+    from models.tensor_ops import TensorPyramid
+
+    return TensorPyramid(torch.from_numpy(photo).permute(2, 0, 1))
+
+
+@pytest.mark.parametrize("shape", [(1632, 1224), (1225, 1633), (3023, 4031), (500, 370)])
+def test_a_torch_letterbox_is_the_hosts_view(shape: tuple[int, int]) -> None:
+    """The same matrix, the disc where the matrix says, and nearly the host's pixels (torch's antialiased
+    filter is not OpenCV's INTER_AREA); the padding is the host's."""
+    from models.tensor_ops import letterbox_tensor
+
+    h, w = shape
+    centre = (0.37 * w + 0.3, 0.61 * h + 0.7)
+    photo = _dot_photo(h, w, centre, radius=0.04 * max(h, w))
+    on_host, m = letterbox(photo, 224)
+    view, m_device = letterbox_tensor(_on_device(photo), 224)
+    assert view.shape == (224, 224, 3) and np.array_equal(m_device, m)
+    view = view.numpy()
+    expected = apply(m, np.array([centre], np.float32))[0]
+    assert np.abs(_centroid(view) - expected).max() < 0.25, (_centroid(view), expected)
+    assert np.abs(view.astype(np.int16) - on_host).mean() < 1.0
+    (nw, nh), (ox, oy), _ = letterbox_plan(h, w, 224)
+    pad = np.ones((224, 224), bool)
+    pad[oy : oy + nh, ox : ox + nw] = False
+    assert pad.any() and (view[pad] == PAD_VALUE).all() and (on_host[pad] == PAD_VALUE).all()
+
+
+@pytest.mark.parametrize("card_h", [180.0, 420.0, 900.0, 2400.0])
+@pytest.mark.parametrize("centre", [(2011.3, 1480.6), (150.2, 2900.7)])
+def test_a_torch_zoom_view_is_the_hosts_view(card_h: float, centre: tuple[float, float]) -> None:
+    """From any pyramid level, the same matrix as the host's and nearly its pixels; a card at the photo's
+    corner leaves the same padding outside the photo."""
+    from models.tensor_ops import zoom_view_tensor
+
+    size, fill = 224, 0.78
+    half = np.array([card_h / 1.3963 / 2, card_h / 2])
+    angle = math.radians(17)
+    rot = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+    quad = ((np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]]) * half) @ rot.T + centre).astype(np.float32)
+    photo = _dot_photo(3024, 4032, centre, radius=0.1 * card_h)
+    on_host, m = zoom_view(Pyramid(photo), quad, size, fill)
+    view, m_device = zoom_view_tensor(_on_device(photo), quad, size, fill)
+    assert np.array_equal(m_device, m)
+    view = view.numpy()
+    # The disc where the host's view has it (at the photo's corner the photo cuts part of it off).
+    assert np.abs(_centroid(view) - _centroid(on_host)).max() < 0.35, (_centroid(view), _centroid(on_host))
+    diff = np.abs(view.astype(np.int16) - on_host)
+    assert diff.mean() < 1.0 and np.percentile(diff, 99) <= 12, (diff.mean(), np.percentile(diff, 99))
+
+
+def test_a_torch_pyramid_halves_like_the_hosts() -> None:
+    photo = np.random.default_rng(0).integers(0, 255, (1001, 1503, 3), np.uint8)
+    on_host, on_device = Pyramid(photo), _on_device(photo)
+    for scale in (0.6, 0.3, 0.1, 1e-6):
+        (image, s), (tensor, s_device) = on_host.level(scale), on_device.level(scale)
+        assert s == s_device and tensor.shape[1:] == image.shape[:2]
+        # the host rounds each level to uint8, the device keeps floats
+        assert np.abs(tensor.permute(1, 2, 0).numpy() - image).max() <= 0.5 * len(on_host.levels)
 
 
 # ---------------------------------------------------------------- references: the per-row originals

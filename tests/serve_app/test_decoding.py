@@ -228,6 +228,28 @@ def test_torch_decode_gives_the_working_image(scale: float, faces: list[np.ndarr
 
 
 @needs_shared
+@pytest.mark.parametrize("kind", ["standard", "hard"])
+def test_views_cut_on_the_torch_device_find_the_hosts_corners(
+    kind: str, faces: list[np.ndarray], detector: CardDetector
+) -> None:
+    """A GPU replica hands the detector its photos as tensors, and the views are cut there
+    (`models.tensor_ops`): torch's filters, not OpenCV's, so the corners move a little, never far."""
+    import torch
+
+    photos = [make_photo(faces[n % 2], SEED + 70 + n, kind, scale=scale) for n, scale in enumerate(SCALES)]
+    on_host = detector.locate_batch([p.image for p in photos])
+    on_device = detector.locate_batch([torch.from_numpy(p.image).permute(2, 0, 1) for p in photos])
+    for photo, a, b in zip(photos, on_host, on_device, strict=True):
+        assert photo.corners is not None and a is not None and b is not None
+        assert corner_error_pct(b, a) < MAX_SHIFT_PCT
+        assert corner_error_pct(b, photo.corners) < MAX_TRUTH_PCT
+    # One batch may hold both kinds (a replica warming both ways): each photo is located as alone.
+    mixed = detector.locate_batch([photos[0].image, torch.from_numpy(photos[1].image).permute(2, 0, 1)])
+    assert mixed[0] is not None and mixed[1] is not None
+    assert corner_error_pct(mixed[0], on_host[0]) < 0.05 and corner_error_pct(mixed[1], on_device[1]) < 0.05
+
+
+@needs_shared
 def test_torch_decode_applies_exif_and_refuses_what_pillow_refuses(faces: list[np.ndarray]) -> None:
     from catalog_api.kit.errors import UnsupportedImage
     from serve_app.decoding import decode_photo_tensor

@@ -140,9 +140,17 @@ def test_detector_maps_equal_torch(triton: str, photos: list[np.ndarray]) -> Non
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
-def test_detector_corners_equal_torch(triton: str, photos: list[np.ndarray]) -> None:
-    local = det.CardDetector().locate_batch(photos)
-    remote = det.CardDetector(backend=Backend("triton", triton)).locate_batch(photos)
+@pytest.mark.parametrize("pixels", ["numpy", "torch"])
+def test_detector_corners_equal_torch(triton: str, photos: list[np.ndarray], pixels: str) -> None:
+    """Through Triton as in-process, with the views cut by OpenCV or (a GPU replica's photos arrive as
+    tensors) by torch, which then go to Triton as NumPy."""
+    import torch
+
+    inputs: list[det.Pixels] = list(photos)
+    if pixels == "torch":
+        inputs = [torch.from_numpy(p).permute(2, 0, 1) for p in photos]
+    local = det.CardDetector().locate_batch(inputs)
+    remote = det.CardDetector(backend=Backend("triton", triton)).locate_batch(inputs)
     assert sum(q is not None for q in local) >= len(photos) - 1
     for want, got in zip(local, remote, strict=True):
         assert (want is None) == (got is None)
