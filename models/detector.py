@@ -33,6 +33,7 @@ from models.quads import (
     fit_quads,
     letterbox,
     orient,
+    orient_roll,
     same_quad,
     zoom_view,
 )
@@ -314,9 +315,11 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         if not 1.1 < pairs[1] / max(pairs[0], 1e-6) < 1.8:  # the view was drawn for a card-shaped quad
             return None
         back = np.linalg.inv(m)
-        oriented = orient(q, p[1:], apply(back, q), cfg.geo)
-        bands = band_scores(p[1:], oriented)
-        return apply(back, oriented), inside + 0.5 * float(bands[0, 0] + bands[1, 2])
+        scores = band_scores(p[1:], q)
+        r = orient_roll(q, scores, apply(back, q), cfg.geo)
+        # The oriented quad's top band is side r of q, its bottom side r + 2 (orient_roll).
+        top_and_bottom = float(scores[0, r] + scores[1, (r + 2) % 4])
+        return apply(back, np.roll(q, -r, axis=0)), inside + 0.5 * top_and_bottom
 
     def locate(self, image: np.ndarray) -> np.ndarray | None:
         return self.locate_batch([image])[0]

@@ -19,6 +19,8 @@ from models.quads import (
     band_scores,
     letterbox,
     letterbox_plan,
+    orient,
+    orient_roll,
     zoom_target,
     zoom_view,
 )
@@ -247,3 +249,38 @@ def test_vectorised_side_fitting_and_band_scores_match_the_references() -> None:
             refined += 1
         compared += 1
     assert refined > compared // 2  # most guesses refine: the comparison is not of Nones
+
+
+def test_the_oriented_quads_band_scores_are_the_quads_rolled() -> None:
+    """The detector scores a find from `orient_roll`'s roll of the quad's own band scores instead of
+    scoring the oriented quad again: the same numbers, bit for bit."""
+    rng = np.random.default_rng(11)
+    rolls = set()
+    for _ in range(300):
+        quad = _random_quad(rng)
+        maps = rng.random((2, 224, 224)).astype(np.float32)
+        maps[0, :40] += 2.0 * rng.random()  # a top band somewhere, so that every roll turns up
+        maps = np.rot90(maps, int(rng.integers(4)), axes=(1, 2)).copy()
+        scores = band_scores(maps, quad)
+        r = orient_roll(quad, scores, quad, geo=3.0)
+        assert np.array_equal(orient(quad, maps, quad, geo=3.0), np.roll(quad, -r, axis=0))
+        assert np.array_equal(band_scores(maps, np.roll(quad, -r, axis=0)), np.roll(scores, -r, axis=1))
+        rolls.add(r)
+    assert rolls == {0, 1, 2, 3}
+
+
+def test_blob_areas_order_the_candidates_as_opencvs_statistics_did() -> None:
+    """`fit_quads` counts blob areas itself (`np.bincount`) instead of asking OpenCV for every statistic:
+    the same areas, in the same order, on maps with many blobs of equal size too."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        size = int(rng.integers(20, 240))
+        noise = rng.random((size, size)).astype(np.float32)
+        binary = cv2.GaussianBlur(noise, (0, 0), float(rng.uniform(0.5, 5))) > rng.uniform(0.3, 0.7)
+        binary = binary.astype(np.uint8)
+        binary[:4, :: int(rng.integers(3, 9))] = 1  # equal little blobs: ties in the ordering
+        count, labels = cv2.connectedComponents(binary, connectivity=4)
+        areas = np.bincount(labels.ravel(), minlength=count).astype(np.int32)
+        _, _, stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4)
+        assert np.array_equal(areas, stats[:, cv2.CC_STAT_AREA])
+        assert np.array_equal(np.argsort(-areas[1:]), np.argsort(-stats[1:, cv2.CC_STAT_AREA]))
