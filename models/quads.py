@@ -252,6 +252,14 @@ def _refine_sides(prob: np.ndarray, quad: np.ndarray, samples: int = 32) -> np.n
     return out
 
 
+def blob_areas(binary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """4-connected blobs of a 0/1 map: the label image and each label's pixel count (label 0 is the
+    background). The areas are counted here: OpenCV's full statistics (boxes, centroids) cost ~3x the
+    labelling on a 224-px map. int32, as OpenCV's areas are, so sorting them orders blobs the same way."""
+    count, labels = cv2.connectedComponents(binary, connectivity=4)
+    return labels, np.bincount(labels.ravel(), minlength=count).astype(np.int32)
+
+
 def fit_quads(
     prob: np.ndarray,
     min_area: float,
@@ -269,11 +277,7 @@ def fit_quads(
     blob no quad fits (a ragged or merged mask) gives its minimum-area rectangle, for the zoomed pass to
     judge and correct.
     """
-    binary = (prob > threshold).astype(np.uint8)
-    count, labels = cv2.connectedComponents(binary, connectivity=4)
-    # Only the blobs' areas are needed: counted here, OpenCV's full statistics (boxes, centroids) cost
-    # ~3x the labelling on a 224-px map. int32, as OpenCV's areas were, so the ordering is the same.
-    areas = np.bincount(labels.ravel(), minlength=count).astype(np.int32)
+    labels, areas = blob_areas((prob > threshold).astype(np.uint8))
     out = []
     for label in 1 + np.argsort(-areas[1:])[:limit]:
         if areas[label] < min_area * prob.size:

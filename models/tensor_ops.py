@@ -40,10 +40,7 @@ def shrink_tensor(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     sees the same kind of pixels as from a DCT-scaled decode."""
     if tuple(image.shape[1:]) == tuple(size):
         return image
-    small = F.interpolate(
-        image[None].float(), size=size, mode="bilinear", antialias=True, align_corners=False
-    )
-    return small[0].round_().clamp_(0, 255).to(torch.uint8)
+    return _shrink_float(image.float(), size).round_().clamp_(0, 255).to(torch.uint8)
 
 
 class TensorPyramid:
@@ -73,7 +70,7 @@ def _shrink_float(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 
 
 def _to_view(pixels: torch.Tensor) -> torch.Tensor:
-    """float (3, H, W) -> uint8 (H, W, 3), the layout the detector's graph takes."""
+    """float (3, H, W) -> uint8 (H, W, 3): the layout the detector's graph takes, and a face's."""
     return pixels.round().clamp_(0, 255).to(torch.uint8).permute(1, 2, 0)
 
 
@@ -128,8 +125,7 @@ def rectify_tensor(image: torch.Tensor, quad: np.ndarray, size: tuple[int, int] 
     """`models.geometry.rectify` on a uint8 (3, H, W) tensor: the quad (TL, TR, BR, BL, in the tensor's
     pixels) warped to an upright size=(width, height) face, bilinear, edges replicated; HxWx3 uint8 out."""
     to_photo = cv2.getPerspectiveTransform(face_corners(size), np.asarray(quad, np.float32))  # face -> photo
-    face = _warp(image.float(), to_photo, size, "border")
-    return face.round_().clamp_(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous().cpu().numpy()
+    return _to_view(_warp(image.float(), to_photo, size, "border")).contiguous().cpu().numpy()
 
 
 class ExactSearch:

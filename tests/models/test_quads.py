@@ -17,6 +17,7 @@ from models.quads import (
     _shoelace,
     apply,
     band_scores,
+    blob_areas,
     letterbox,
     letterbox_plan,
     orient,
@@ -273,8 +274,8 @@ def test_the_oriented_quads_band_scores_are_the_quads_rolled() -> None:
 
 
 def test_blob_areas_order_the_candidates_as_opencvs_statistics_did() -> None:
-    """`fit_quads` counts blob areas itself (`np.bincount`) instead of asking OpenCV for every statistic:
-    the same areas, in the same order, on maps with many blobs of equal size too."""
+    """`fit_quads` counts blob areas itself (`blob_areas`) instead of asking OpenCV for every statistic:
+    the same labels and areas, in the same order, on maps with many blobs of equal size too."""
     rng = np.random.default_rng(5)
     for _ in range(300):
         size = int(rng.integers(20, 240))
@@ -282,8 +283,7 @@ def test_blob_areas_order_the_candidates_as_opencvs_statistics_did() -> None:
         binary = cv2.GaussianBlur(noise, (0, 0), float(rng.uniform(0.5, 5))) > rng.uniform(0.3, 0.7)
         binary = binary.astype(np.uint8)
         binary[:4, :: int(rng.integers(3, 9))] = 1  # equal little blobs: ties in the ordering
-        count, labels = cv2.connectedComponents(binary, connectivity=4)
-        areas = np.bincount(labels.ravel(), minlength=count).astype(np.int32)
-        _, _, stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4)
-        assert np.array_equal(areas, stats[:, cv2.CC_STAT_AREA])
+        labels, areas = blob_areas(binary)
+        _, want_labels, stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4)
+        assert np.array_equal(labels, want_labels) and np.array_equal(areas, stats[:, cv2.CC_STAT_AREA])
         assert np.array_equal(np.argsort(-areas[1:]), np.argsort(-stats[1:, cv2.CC_STAT_AREA]))
