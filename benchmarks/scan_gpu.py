@@ -8,15 +8,18 @@ with the race's footers, fuse. Each worker process loads its own models and loop
 photos for a fixed time; stages run one after another in a worker, so several workers are what keep the
 device busy (as several replicas would).
 
-A GPU box here has the models' packages but no Ray, and none of `../shared`, so the photos and the
-index are made beforehand on a machine that has both and carried over:
+A GPU box here has torch but no Ray (docTR, faiss and RapidFuzz travel as wheels: docs/benchmarks.md),
+and none of `../shared`, so the photos and the index are made beforehand on a machine that has both and
+carried over:
 
     .venv/bin/python benchmarks/scan_gpu.py prepare DIR [--photos 48]   # full-catalog index + 2 MP photos
-    python3 benchmarks/scan_gpu.py run DIR [--device cuda] [--batch 1,8,32,64] [--workers 1,4,8]
+    python3 benchmarks/scan_gpu.py run DIR [--device cuda] [--batch 1,8,32,64] [--workers 1,4,8] [--warmup 5]
 
-`run` prints a table and writes JSON (`--out`). Per row: scans/s over all workers, each batch's wall time
-(p50), the stages' wall ms per scan, host CPU ms per scan (user+system of the workers, the CUDA driver's
-threads included), top-1 of the photos, device memory per worker.
+`--warmup` scans untimed before each row: a network's first call at each input shape can cost far more
+than the rest (on a GPU, the compiled reader's JIT compiled a kernel for each new batch size), and the
+stages meet many batch sizes. `run` prints a table and writes JSON (`--out`). Per row: scans/s over all
+workers, each batch's wall time (p50), the stages' wall ms per scan, host CPU ms per scan (user+system
+of the workers, the CUDA driver's threads included), top-1 of the photos, device memory per worker.
 """
 
 from __future__ import annotations
@@ -129,12 +132,13 @@ def scan_batch(models: dict[str, Any], bodies: list[bytes], spent: Spent) -> lis
     return answers
 
 
-def load_models(directory: Path, device: str, pixels: str) -> dict[str, Any]:
+def load_models(directory: Path, device: str, pixels: str, reader: str = "compiled") -> dict[str, Any]:
     """`pixels`: "device" decodes and rectifies on a GPU (what a GPU replica does), "host" with Pillow
-    and OpenCV (what a CPU replica does; on a GPU, for comparison)."""
+    and OpenCV (what a CPU replica does; on a GPU, for comparison). `reader`: "compiled" (the shipped
+    TorchScript network, what a replica loads) or "eager" (docTR's model built from the weights)."""
     from models.detector import CardDetector
     from models.embedder import CardEmbedder
-    from models.ocr import PrintReader
+    from models.ocr import COMPILED, PrintReader
     from serve_app.config import ScanConfig
     from serve_app.index_bundle import load_bundle
 
@@ -144,7 +148,8 @@ def load_models(directory: Path, device: str, pixels: str) -> dict[str, Any]:
     on_device = device.startswith("cuda") and pixels == "device"
     if device.startswith("cuda"):
         bundle.index.search_on(device)
-    networks = (CardDetector(device=device), CardEmbedder(device=device), PrintReader(device=device))
+    print_reader = PrintReader(device=device, compiled=COMPILED if reader == "compiled" else None)
+    networks = (CardDetector(device=device), CardEmbedder(device=device), print_reader)
     for network in networks:
         network.warm()
     config = ScanConfig(index_dir=str(directory / "index"))  # the app's defaults: thresholds, top_k
@@ -183,7 +188,7 @@ def scan_rows(
     labels = json.loads((directory / "photos.json").read_text())
     bodies = [(directory / "photos" / label["file"]).read_bytes() for label in labels]
     truth = [label["card_id"] for label in labels]
-    models = load_models(directory, args["device"], args["pixels"])
+    models = load_models(directory, args["device"], args["pixels"], args["reader"])
     on_cuda = args["device"].startswith("cuda")
     for workers, batch in rows:
         start.wait()
@@ -191,6 +196,10 @@ def scan_rows(
             spent, n = Spent(), rank * 7  # workers start at different photos
             warm = [bodies[j % len(bodies)] for j in range(batch)]
             scan_batch(models, warm, Spent())  # this batch size's first-call costs, untimed
+            began = time.perf_counter()
+            while time.perf_counter() - began < args["warmup"]:  # the stages' other batch sizes, untimed
+                n += batch
+                scan_batch(models, [bodies[(n + j) % len(bodies)] for j in range(batch)], Spent())
             if on_cuda:
                 torch.cuda.reset_peak_memory_stats()
             cpu, began = os.times(), time.perf_counter()
@@ -262,7 +271,9 @@ def run(args: argparse.Namespace) -> None:
         "device": args.device,
         "pixels": args.pixels,
         "seconds": args.seconds,
+        "warmup": args.warmup,
         "threads": args.threads,
+        "reader": args.reader,
     }
     procs = [spawn.Process(target=worker, args=(r, config, rows, start, done, results)) for r in range(most)]
     for p in procs:
@@ -293,6 +304,8 @@ def run(args: argparse.Namespace) -> None:
         "photo_megapixels": round(float(np.mean([label["megapixels"] for label in labels])), 2),
         "cards_indexed": len(json.loads((args.dir / "index" / "meta.json").read_text())["card_ids"]),
         "seconds_per_row": args.seconds,
+        "warmup_seconds_per_row": args.warmup,
+        "reader": args.reader,
         "threads_per_worker": args.threads,
         "pixels": args.pixels if args.device.startswith("cuda") else "host",
     }
@@ -317,7 +330,15 @@ def main() -> int:
     r.add_argument("--batch", default="1,8,32,64")
     r.add_argument("--workers", default="1,4,8")
     r.add_argument("--seconds", type=float, default=6.0, help="timed seconds per row")
+    r.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="untimed seconds of scanning before each row: the stages see batch sizes other than the row's "
+        "(faces found, lines re-read), and a network's first call at each shape can cost far more",
+    )
     r.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per worker")
+    r.add_argument("--reader", choices=("compiled", "eager"), default="compiled", help="the reader's network")
     r.add_argument("--pixels", choices=("device", "host"), default="device", help="where a GPU run decodes")
     r.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_gpu.json")
     args = parser.parse_args()

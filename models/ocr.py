@@ -243,11 +243,15 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
         *,
         load: bool = True,
         sure_line: float = SURE_LINE,
+        jit_optimize: bool | None = None,
     ) -> None:
         """`compiled`: a TorchScript file from `compile_reader`, used instead of building the docTR model
         when it was compiled from these very weights (never for a `checkpoint` or another `vocab`).
-        `sure_line`: see `SURE_LINE`."""
+        `sure_line`: see `SURE_LINE`. `jit_optimize`: let TorchScript specialise and fuse the compiled
+        network for each new input shape (None: on a CPU only; on a GPU every new batch size cost a fusion
+        compile on the host, and a reader's batch sizes keep changing)."""
         self.device = torch.device(device)
+        self.jit_optimize = self.device.type == "cpu" if jit_optimize is None else jit_optimize
         self.sure_line = sure_line
         self.weights, self.checkpoint, self.compiled = Path(weights or WEIGHTS), checkpoint, compiled
         self._arch, self._vocab = arch, vocab
@@ -279,6 +283,9 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
         self.model = build_model(self.arch, self.vocab, **kwargs)
         self.model.load_state_dict(as_float32(state))
         fold_batchnorm(self.model.to(self.device).eval())
+        if isinstance(getattr(self.model, "decoder", None), torch.nn.RNNBase):
+            # cuDNN's LSTM wants its weights in one buffer, or it copies them into one at every call
+            self.model.decoder.flatten_parameters()
         self.mean, self.std = self.model.cfg["mean"], self.model.cfg["std"]
         self.is_ctc = self.arch.startswith("crnn")
         self._log_probs = CTCLogProbs(self.model) if self.is_ctc else None
@@ -294,7 +301,7 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
             h, w = self.model.cfg["input_shape"][1:]
             crops = [cv2.resize(c, (w, h), interpolation=cv2.INTER_AREA) for c in crops]
         x = to_tensor(crops, self.mean, self.std).to(self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.jit.optimized_execution(self.jit_optimize):
             if self._log_probs is not None:
                 log_probs = self._log_probs(x).cpu()
                 return ctc_greedy(log_probs.exp(), self.vocab), log_probs

@@ -29,10 +29,16 @@ from models.quads import PAD_VALUE, letterbox_plan, zoom_plan, zoom_shrink
 def decode_jpeg_on(data: bytes, device: torch.device | str) -> torch.Tensor:
     """A JPEG's pixels as uint8 (3, H, W) on `device`, EXIF orientation applied. The caller has checked
     the header (format, pixel budget); a corrupt body raises RuntimeError or ValueError."""
-    encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    image = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True)
-    assert isinstance(image, torch.Tensor)
-    return image
+    return decode_jpegs_on([data], device)[0]
+
+
+def decode_jpegs_on(photos: list[bytes], device: torch.device | str) -> list[torch.Tensor]:
+    """`decode_jpeg_on` for several JPEGs in one call (on CUDA, nvJPEG's batched decode). One corrupt body
+    fails the call."""
+    encoded = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in photos]
+    images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True)
+    assert isinstance(images, list)
+    return images
 
 
 def shrink_tensor(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageOps
 
-from catalog_api.kit.errors import UnsupportedImage
+from catalog_api.kit.errors import APIError, UnsupportedImage
 from catalog_api.kit.photo import DEFAULT_MAX_PIXELS, opened
 
 DRAFT_MIN_SIDE = 1000  # a reduced JPEG decode keeps at least this long side
@@ -101,20 +101,54 @@ def decode_photo_tensor(data: bytes, device: Any, max_pixels: int = DEFAULT_MAX_
     """`decode_photo` for a replica that holds a GPU: the working image as a uint8 (3, h, w) tensor on
     `device`. JPEGs are decoded there (nvJPEG on CUDA) and shrunk there; other formats go through Pillow.
     The header is checked first, as on the CPU path, so a bomb never reaches the decoder."""
+    found = decode_photos_tensor([data], device, max_pixels)[0]
+    if isinstance(found, APIError):
+        raise found
+    return found
+
+
+def decode_photos_tensor(photos: list[bytes], device: Any, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[Any]:
+    """`decode_photo_tensor` for a batch: each photo's working image, or the `APIError` it earned. The
+    JPEGs go to the decoder in one call (nvJPEG's batched decode: on an H200, ~0.25 ms of a core a 2 MP
+    photo against ~1.0 one at a time); when that call fails, each is decoded alone, so one corrupt photo
+    gets its own error and the rest their pixels."""
     import torch  # only replicas that decode on a device load torch for this
 
-    from models.tensor_ops import decode_jpeg_on, shrink_tensor
+    from models.tensor_ops import decode_jpegs_on, shrink_tensor
 
-    with opened(data, max_pixels) as im:
-        image_format = im.format
-    if image_format != "JPEG":
-        return torch.from_numpy(decode_photo(data, max_pixels)).permute(2, 0, 1).to(device)
+    out: list[Any] = [None] * len(photos)
+    jpegs: list[int] = []
+    for i, data in enumerate(photos):
+        try:
+            with opened(data, max_pixels) as im:
+                image_format = im.format
+            if image_format == "JPEG":
+                jpegs.append(i)
+            else:
+                out[i] = torch.from_numpy(decode_photo(data, max_pixels)).permute(2, 0, 1).to(device)
+        except APIError as error:
+            out[i] = error
     try:
-        image = decode_jpeg_on(data, device)
+        decoded: list[Any] = decode_jpegs_on([photos[i] for i in jpegs], device) if jpegs else []
     except (RuntimeError, ValueError):
-        raise UnsupportedImage("The image could not be decoded; it may be truncated or corrupt.") from None
-    w, h = working_size(image.shape[2], image.shape[1])
-    return shrink_tensor(image, (h, w))
+        decoded = [_decode_alone(photos[i], device) for i in jpegs]
+    for i, image in zip(jpegs, decoded, strict=True):
+        if isinstance(image, APIError):
+            out[i] = image
+            continue
+        w, h = working_size(image.shape[2], image.shape[1])
+        out[i] = shrink_tensor(image, (h, w))
+    return out
+
+
+def _decode_alone(data: bytes, device: Any) -> Any:
+    """One JPEG on `device`, or the error a corrupt one earns."""
+    from models.tensor_ops import decode_jpeg_on
+
+    try:
+        return decode_jpeg_on(data, device)
+    except (RuntimeError, ValueError):
+        return UnsupportedImage("The image could not be decoded; it may be truncated or corrupt.")
 
 
 def _upright_rgb(im: Image.Image) -> Image.Image:

@@ -122,6 +122,28 @@ def test_reader_weights_match_their_manifest_and_compiled_network() -> None:
     torch.testing.assert_close(a, b, rtol=0, atol=1e-3)
 
 
+def test_the_compiled_reader_reads_the_same_without_the_jits_shape_specialisation() -> None:
+    """A GPU replica runs the compiled reader without TorchScript's per-shape specialisation and fusion
+    (`jit_optimize`, off by default on a GPU): on an H200 each new batch size the reader met cost a fusion
+    compile, ~0.2 s of a core a face until every size had been seen, and a reader's batch sizes keep
+    changing. The graph and its arithmetic stay: on this CPU, reads over changing batch sizes come out the
+    same with the optimising executor and without."""
+    require_weights("ocr.pt", "ocr.ts")
+    from models.ocr import PrintReader
+
+    assert PrintReader(load=False).jit_optimize  # a CPU replica keeps what it measured with
+    assert not PrintReader(device="cuda", load=False).jit_optimize
+    plain, tuned = PrintReader(jit_optimize=False), PrintReader()
+    assert plain.model is None and tuned.model is None  # both the compiled network
+    rng = np.random.default_rng(5)
+    for n in (1, 4, 2, 6, 3):
+        crops = [rng.integers(0, 256, (32, 288, 3), dtype=np.uint8) for _ in range(n)]
+        _, a = plain.read_lines(crops)
+        _, b = tuned.read_lines(crops)
+        assert a is not None and b is not None
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+
+
 def test_the_compiled_reader_runs_on_whatever_device_it_is_loaded_on(tmp_path: Path) -> None:
     """A trace records every tensor the network makes itself on the tracing device: the LSTM's zero state
     once came out as a constant `cpu` tensor, and the compiled reader compiled here failed on a GPU

@@ -268,6 +268,35 @@ def test_torch_decode_applies_exif_and_refuses_what_pillow_refuses(faces: list[n
 
 
 @needs_shared
+def test_a_batch_decoded_on_the_torch_device_is_each_photo_decoded_alone(faces: list[np.ndarray]) -> None:
+    """A GPU replica decodes its batch's JPEGs in one call (nvJPEG's batched decode): every photo gets the
+    pixels it gets alone, EXIF orientation and sizes mixed, other formats beside; and when one body is
+    corrupt, the call falls back to one at a time, so only that photo is refused."""
+    import torch
+
+    from serve_app.decoding import decode_photo_tensor, decode_photos_tensor
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    small, large = (make_photo(faces[n], SEED + 80 + n, "standard", scale=SCALES[n]).image for n in (0, 1))
+    png = io.BytesIO()
+    Image.fromarray(small).save(png, format="PNG")
+    good = [jpeg(small), jpeg(np.ascontiguousarray(np.rot90(large, 1)), exif), png.getvalue()]
+    truncated = jpeg(large)[: len(jpeg(large)) // 3]
+    for batch in (good, [good[0], truncated, good[1], b"\xff\xd8\xff\xe0 not a jpeg", good[2]]):
+        decoded = decode_photos_tensor(batch, "cpu")
+        assert len(decoded) == len(batch)
+        for data, image in zip(batch, decoded, strict=True):
+            try:
+                alone = decode_photo_tensor(data, "cpu")
+            except UnsupportedImage as error:
+                assert isinstance(image, UnsupportedImage) and image.message == error.message
+                continue
+            assert isinstance(image, torch.Tensor) and torch.equal(image, alone)
+    assert tuple(decoded[2].shape[1:]) == large.shape[:2]  # the EXIF turn applied in the batch too
+
+
+@needs_shared
 def test_the_detector_reports_each_photos_stage_timings(faces: list[np.ndarray]) -> None:
     """The `decode` and `locate` seconds the scanner's metrics come from: every photo is decoded (or
     refused) in its own time; only photos that decoded share their batch's `locate` time."""
