@@ -28,7 +28,8 @@ def locate_photos(
     `detector` (a `models.detector.CardDetector`) and rectified. `on_device`: decode (nvJPEG), cut the
     detector's views and rectify (`interpolate`, `grid_sample`) on the detector's torch device instead of
     with Pillow and OpenCV on the host. `timings`, when given (one dict per photo), receives each photo's
-    `decode` seconds and its batch's `locate` seconds."""
+    `decode` seconds (on a device, its share of the batch's one decode call) and its batch's `locate`
+    seconds."""
     rectify_tensor: Any = None
     if on_device:  # torchvision's decoders only where they run
         from models.tensor_ops import rectify_tensor

@@ -319,6 +319,7 @@ def test_the_detector_reports_each_photos_stage_timings(faces: list[np.ndarray])
 @needs_shared
 def test_a_detector_decoding_on_its_torch_device_finds_the_same_faces(faces: list[np.ndarray]) -> None:
     from serve_app.app import Detector
+    from serve_app.pipeline import Located
 
     on_host = Detector.func_or_class(str(WEIGHTS), "cpu", pixels="numpy")
     on_device = Detector.func_or_class(str(WEIGHTS), "cpu", pixels="torch")
@@ -326,9 +327,19 @@ def test_a_detector_decoding_on_its_torch_device_finds_the_same_faces(faces: lis
         jpeg(make_photo(faces[n % 2], SEED + 60 + n, "standard", scale=scale).image)
         for n, scale in enumerate(SCALES)
     ]
-    for a, b in zip(on_host.locate_photos(photos), on_device.locate_photos(photos), strict=True):
+    truncated = photos[1][: len(photos[1]) // 3]  # its header passes; the batched decode call fails on it
+    photos = [photos[0], truncated, *photos[1:]]
+    timings: list[dict[str, float]] = [{} for _ in photos]
+    found = on_device.locate_photos(photos, timings)
+    for a, b in zip(on_host.locate_photos(photos), found, strict=True):
+        if isinstance(a, Located):  # refused alike, the rest of the batch unharmed
+            assert isinstance(b, Located) and b.error is not None and a.error == b.error
+            assert b.error[0] == "unsupported_image"
+            continue
         assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
         assert np.abs(a.astype(np.int16) - b).mean() < 6.0
+    assert isinstance(found[1], Located)
+    assert all(spent["decode"] == timings[0]["decode"] > 0 for spent in timings)  # one call, shared
 
 
 def test_exact_torch_search_matches_faiss() -> None:
