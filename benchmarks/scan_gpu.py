@@ -42,6 +42,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from models.gpu_wait import MODES
+from serve_app.config import ScanConfig
+
 REPO = Path(__file__).resolve().parents[1]
 SEED_BASE = 16_000_000
 STAGES = ("decode+locate", "search", "read", "fuse")
@@ -99,20 +102,22 @@ class Spent:
 
 def scan_batch(models: dict[str, Any], bodies: list[bytes], spent: Spent) -> list[str | None]:
     """Each photo's top card (None: unidentified or refused), the replicas' stages run back to back."""
-    from models.geometry import half_turn, shrink
+    from models.geometry import half_turn
     from serve_app.fusion import Read, better_turn, decide, footer_candidates
-    from serve_app.stages import locate_photos, search_faces
+    from serve_app.stages import Face, locate_photos, search_faces
 
     detector, embedder, reader, bundle, thresholds = (
         models[k] for k in ("detector", "embedder", "reader", "bundle", "thresholds")
     )
     clock = time.perf_counter()
-    found = locate_photos(detector, bodies, models["on_device"])
-    faces = [(i, face) for i, face in enumerate(found) if isinstance(face, np.ndarray)]
+    sizes = [embedder.input_size] * len(bodies)
+    found = locate_photos(detector, bodies, models["on_device"], thumbnails=sizes)
+    located = [(i, face) for i, face in enumerate(found) if isinstance(face, Face)]
+    faces = [(i, face.pixels) for i, face in located]
     now = time.perf_counter()
     spent.stages_s["decode+locate"] += now - clock
     clock = now
-    thumbnails = [shrink(face, embedder.input_size) for _, face in faces]
+    thumbnails = [face.thumbnail for _, face in located if face.thumbnail is not None]
     hits = search_faces(embedder, bundle.index, thumbnails, models["top_k"])
     now = time.perf_counter()
     spent.stages_s["search"] += now - clock
@@ -182,14 +187,20 @@ def scan_rows(
     import cv2
     import torch
 
+    from models.gpu_wait import gpu_wait, set_gpu_wait
+
     torch.set_num_threads(args["threads"])
     cv2.setNumThreads(args["threads"])
+    if args["device"].startswith("cuda"):
+        set_gpu_wait(args["gpu_wait"])
     directory = Path(args["dir"])
     labels = json.loads((directory / "photos.json").read_text())
     bodies = [(directory / "photos" / label["file"]).read_bytes() for label in labels]
     truth = [label["card_id"] for label in labels]
     models = load_models(directory, args["device"], args["pixels"], args["reader"])
     on_cuda = args["device"].startswith("cuda")
+    if on_cuda and gpu_wait() != args["gpu_wait"]:
+        raise SystemExit(f"the CUDA driver did not take --gpu-wait {args['gpu_wait']} (it says {gpu_wait()})")
     for workers, batch in rows:
         start.wait()
         if rank < workers:
@@ -274,12 +285,16 @@ def run(args: argparse.Namespace) -> None:
         "warmup": args.warmup,
         "threads": args.threads,
         "reader": args.reader,
+        "gpu_wait": args.gpu_wait,
     }
     procs = [spawn.Process(target=worker, args=(r, config, rows, start, done, results)) for r in range(most)]
     for p in procs:
         p.start()
     device = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU x{os.cpu_count()}"
-    print(f"{most} workers on {device}, {args.seconds:.0f} s a row, photos decoded on the {args.pixels}")
+    print(
+        f"{most} workers on {device}, {args.seconds:.0f} s a row, photos decoded on the {args.pixels}, "
+        f"GPU wait {args.gpu_wait}"
+    )
     print(HEADER)
     out = []
     try:
@@ -306,6 +321,7 @@ def run(args: argparse.Namespace) -> None:
         "seconds_per_row": args.seconds,
         "warmup_seconds_per_row": args.warmup,
         "reader": args.reader,
+        "gpu_wait": args.gpu_wait if args.device.startswith("cuda") else None,
         "threads_per_worker": args.threads,
         "pixels": args.pixels if args.device.startswith("cuda") else "host",
     }
@@ -340,6 +356,12 @@ def main() -> int:
     r.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per worker")
     r.add_argument("--reader", choices=("compiled", "eager"), default="compiled", help="the reader's network")
     r.add_argument("--pixels", choices=("device", "host"), default="device", help="where a GPU run decodes")
+    r.add_argument(
+        "--gpu-wait",
+        choices=tuple(MODES),
+        default=ScanConfig.gpu_wait,
+        help="how a worker's thread waits for the GPU (models.gpu_wait; default: the replicas')",
+    )
     r.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_gpu.json")
     args = parser.parse_args()
     if args.command == "prepare":

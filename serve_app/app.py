@@ -45,11 +45,11 @@ from starlette.responses import JSONResponse
 from catalog_api.kit.errors import PayloadTooLarge
 from catalog_api.kit.photo import MAX_IMAGE_BYTES
 from catalog_api.kit.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
-from models.geometry import half_turn, shrink
+from models.geometry import half_turn
 from serve_app.config import ScanConfig, resolve_device
 from serve_app.fusion import Hits, PrintTable, Thresholds
 from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, Located, ScanPipeline
-from serve_app.stages import locate_photos, search_faces
+from serve_app.stages import Face, locate_photos, search_faces
 
 if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
     from serve_app.index_bundle import BundleWatcher, IndexBundle
@@ -83,6 +83,14 @@ def _limit_threads(device: str, threads: int) -> None:
             torch.set_num_interop_threads(1)
 
 
+def _set_gpu_wait(device: str, mode: str) -> None:
+    """How a GPU replica's thread waits for the device (`models.gpu_wait`): set before its models load."""
+    if device.startswith("cuda"):
+        from models.gpu_wait import set_gpu_wait
+
+        set_gpu_wait(mode)
+
+
 @serve.deployment(max_ongoing_requests=32)
 class Detector:
     """Decode, locate and rectify: everything that needs the photo's pixels happens in this replica, so
@@ -96,6 +104,7 @@ class Detector:
         threads: int = 1,
         pixels: str = "auto",
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
+        gpu_wait: str = ScanConfig.gpu_wait,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
         host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU)."""
@@ -104,6 +113,7 @@ class Detector:
 
         device = resolve_device(device)
         _limit_threads(device, threads)
+        _set_gpu_wait(device, gpu_wait)
         self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
         _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
@@ -117,29 +127,25 @@ class Detector:
         """Each request: the photo's bytes and the (width, height) of the thumbnail to return."""
 
         timings: list[dict[str, float]] = [{} for _ in requests]
-
-        def faces_and_thumbnails() -> list[tuple[np.ndarray, np.ndarray] | Located]:
-            located = self.locate_photos([photo for photo, _ in requests], timings)
-            return [
-                (face, shrink(face, size)) if isinstance(face, np.ndarray) else face
-                for face, (_, size) in zip(located, requests, strict=True)
-            ]
-
-        found = await asyncio.to_thread(faces_and_thumbnails)
+        photos, sizes = [photo for photo, _ in requests], [size for _, size in requests]
+        found = await asyncio.to_thread(self.locate_photos, photos, timings, sizes)
         return [
-            Located(ray.put(item[0]), item[1], timings=spent)
-            if isinstance(item, tuple)
+            Located(ray.put(item.pixels), item.thumbnail, timings=spent)
+            if isinstance(item, Face)
             else dataclasses.replace(item, timings=spent)
             for item, spent in zip(found, timings, strict=True)
         ]
 
     def locate_photos(
-        self, photos: list[bytes], timings: list[dict[str, float]] | None = None
-    ) -> list[np.ndarray | Located]:
+        self,
+        photos: list[bytes],
+        timings: list[dict[str, float]] | None = None,
+        thumbnails: list[tuple[int, int]] | None = None,
+    ) -> list[Face | Located]:
         """Photos of any size and format in one batch (`serve_app.stages.locate_photos`): the rectified
-        face of each, or a `Located` saying there is none, or why."""
-        found = locate_photos(self.model, photos, self.on_device, timings)
-        return [face if isinstance(face, np.ndarray) else Located(error=face) for face in found]
+        face (and thumbnail, sizes given) of each, or a `Located` saying there is none, or why."""
+        found = locate_photos(self.model, photos, self.on_device, timings, thumbnails)
+        return [face if isinstance(face, Face) else Located(error=face) for face in found]
 
 
 @serve.deployment(max_ongoing_requests=32)
@@ -152,11 +158,13 @@ class Reader:
         arch: str = "",
         threads: int = 1,
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
+        gpu_wait: str = ScanConfig.gpu_wait,
     ) -> None:
         from models.ocr import PrintReader
 
         device = resolve_device(device)
         _limit_threads(device, threads)
+        _set_gpu_wait(device, gpu_wait)
         kwargs: dict[str, Any] = {"arch": arch} if arch else {}
         self.model = PrintReader(Path(weights), device, Path(checkpoint) if checkpoint else None, **kwargs)
         _set_batching(self.read, {"batch_wait_ms": batch_wait_ms})
@@ -195,6 +203,7 @@ class Embedder:
         backend: dict[str, Any] | None = None,
         threads: int = 1,
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
+        gpu_wait: str = ScanConfig.gpu_wait,
     ) -> None:
         from models.embedder import CardEmbedder
         from models.sessions import Backend
@@ -202,6 +211,7 @@ class Embedder:
 
         device = resolve_device(device)
         _limit_threads(device, threads)
+        _set_gpu_wait(device, gpu_wait)
         self.model = CardEmbedder(Path(weights), device, backend=Backend.from_dict(backend))
         # On a GPU the index is searched there too (one exact matrix product, models.tensor_ops).
         self.search_device = device if device.startswith("cuda") else None
@@ -345,10 +355,12 @@ def build_app(args: dict[str, Any]) -> Any:
     detector, embedder, reader, service = (
         d.options(logging_config=quiet) for d in (detector, embedder, reader, service)
     )
-    threads, wait = config.threads, config.batch_wait_ms
+    threads, wait, gpu_wait = config.threads, config.batch_wait_ms, config.gpu_wait
     precision = config.backend_options(config.detector_precision)
     return service.bind(
-        detector.bind(config.detector_weights, device, precision, threads, batch_wait_ms=wait),
+        detector.bind(
+            config.detector_weights, device, precision, threads, batch_wait_ms=wait, gpu_wait=gpu_wait
+        ),
         embedder.bind(
             config.embedder_weights,
             config.index_dir,
@@ -357,9 +369,16 @@ def build_app(args: dict[str, Any]) -> Any:
             config.backend_options(),
             threads,
             batch_wait_ms=wait,
+            gpu_wait=gpu_wait,
         ),
         reader.bind(
-            config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch, threads, batch_wait_ms=wait
+            config.ocr_weights,
+            device,
+            config.ocr_checkpoint,
+            config.ocr_arch,
+            threads,
+            batch_wait_ms=wait,
+            gpu_wait=gpu_wait,
         ),
         config.as_dict(),
     )

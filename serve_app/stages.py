@@ -7,32 +7,48 @@ in-process on a GPU box that has the models but no Ray, so the code it measures 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from catalog_api.kit.errors import APIError
-from models.geometry import half_turn, rectify
+from models.geometry import half_turn, rectify, shrink
 from serve_app.decoding import decode_photo, decode_photos_tensor
 from serve_app.fusion import Hits
 
-# A photo's outcome in the Detector: its rectified 600x838 face, None when no card was found, or the
-# spec's (code, message) when the bytes are not a photo we can decode.
-Found = np.ndarray | tuple[str, str] | None
+
+@dataclass(frozen=True)
+class Face:
+    """A located card: its rectified 600x838 face (HxWx3 uint8) and, when one was asked for, the face
+    shrunk for the embedder (`models.geometry.shrink`)."""
+
+    pixels: np.ndarray
+    thumbnail: np.ndarray | None = None
+
+
+# A photo's outcome in the Detector: its Face, None when no card was found, or the spec's (code, message)
+# when the bytes are not a photo we can decode.
+Found = Face | tuple[str, str] | None
 
 
 def locate_photos(
-    detector: Any, photos: list[bytes], on_device: bool, timings: list[dict[str, float]] | None = None
+    detector: Any,
+    photos: list[bytes],
+    on_device: bool,
+    timings: list[dict[str, float]] | None = None,
+    thumbnails: list[tuple[int, int]] | None = None,
 ) -> list[Found]:
     """Photos of any size and format in one batch, each decoded once, at working size, then located by
-    `detector` (a `models.detector.CardDetector`) and rectified. `on_device`: decode (nvJPEG), cut the
-    detector's views and rectify (`interpolate`, `grid_sample`) on the detector's torch device instead of
-    with Pillow and OpenCV on the host. `timings`, when given (one dict per photo), receives each photo's
-    `decode` seconds (on a device, its share of the batch's one decode call) and its batch's `locate`
-    seconds."""
-    rectify_tensor: Any = None
+    `detector` (a `models.detector.CardDetector`), rectified and, given `thumbnails` (a (width, height)
+    per photo), shrunk for the embedder too. `on_device`: decode (nvJPEG), cut the detector's views,
+    rectify and shrink (`interpolate`, `grid_sample`, matrix products) on the detector's torch device
+    instead of with Pillow and OpenCV on the host. `timings`, when given (one dict per photo), receives
+    each photo's `decode` seconds (on a device, its share of the batch's one decode call) and its
+    batch's `locate` seconds."""
+    rectify_tensors: Any = None
     if on_device:  # torchvision's decoders only where they run
-        from models.tensor_ops import rectify_tensor
+        from models.tensor_ops import rectify_tensors
     # Working images: HxWx3 arrays on the host, or uint8 (3, h, w) tensors on the detector's device,
     # which then cuts its views there too: the pixels never come back to the host.
     images: dict[int, Any] = {}
@@ -58,9 +74,16 @@ def locate_photos(
             spent[i]["decode"] = time.perf_counter() - started
     started = time.perf_counter()
     quads = detector.locate_batch(list(images.values())) if images else []
-    for (i, image), quad in zip(images.items(), quads, strict=True):
-        if quad is not None:
-            out[i] = rectify_tensor(image, quad) if on_device else rectify(image, quad)
+    found = [(i, image, q) for (i, image), q in zip(images.items(), quads, strict=True) if q is not None]
+    sizes = [thumbnails[i] if thumbnails else None for i, _, _ in found]
+    if on_device:  # the batch's faces (and thumbnails) come back to the host in one copy (a size)
+        faces = rectify_tensors([image for _, image, _ in found], [q for _, _, q in found], thumbnails=sizes)
+        for (i, _, _), (face, thumbnail) in zip(found, faces, strict=True):
+            out[i] = Face(face, thumbnail)
+    else:
+        for (i, image, quad), size in zip(found, sizes, strict=True):
+            face = rectify(image, quad)
+            out[i] = Face(face, shrink(face, size) if size else None)
     located_s = time.perf_counter() - started
     for i in images:
         spent[i]["locate"] = located_s

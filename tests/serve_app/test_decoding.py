@@ -172,6 +172,7 @@ def test_non_jpeg_photos_are_shrunk_to_the_same_working_size() -> None:
 def test_a_mixed_batch_answers_each_photo_as_alone(faces: list[np.ndarray]) -> None:
     """Sizes, formats and a broken photo in one Detector batch: each answer is its batch-of-one's."""
     from serve_app.app import Detector, Located
+    from serve_app.stages import Face
 
     replica = Detector.func_or_class(str(WEIGHTS), "cpu")
     png = io.BytesIO()
@@ -187,11 +188,11 @@ def test_a_mixed_batch_answers_each_photo_as_alone(faces: list[np.ndarray]) -> N
     assert batch[2].error[0] == "unsupported_image"
     for i in (0, 1, 3):
         alone = replica.locate_photos([photos[i]])[0]
-        assert isinstance(batch[i], np.ndarray) and isinstance(alone, np.ndarray)
-        assert batch[i].shape == (838, 600, 3)
+        assert isinstance(batch[i], Face) and isinstance(alone, Face)
+        assert batch[i].pixels.shape == (838, 600, 3)
         # oneDNN sums in a batch-size-dependent order, so corners may differ by float rounding: the faces
         # must agree to a fraction of a grey level on average, not bit for bit.
-        assert np.abs(batch[i].astype(np.int16) - alone).mean() < 1.0, i
+        assert np.abs(batch[i].pixels.astype(np.int16) - alone.pixels).mean() < 1.0, i
 
 
 # --- the GPU path (models.tensor_ops), run here on the CPU: the same code a GPU replica runs --------------
@@ -211,6 +212,38 @@ def test_torch_rectify_matches_opencv(faces: list[np.ndarray]) -> None:
     assert on_device.shape == on_host.shape == (838, 600, 3) and on_device.dtype == np.uint8
     diff = np.abs(on_device.astype(np.int16) - on_host)
     assert diff.mean() < 0.5 and np.percentile(diff, 99) <= 3
+
+
+@needs_shared
+def test_faces_rectified_together_on_the_torch_device_are_each_face_rectified_alone(
+    faces: list[np.ndarray],
+) -> None:
+    """A GPU replica warps its batch's faces, shrinks their thumbnails there, and brings each kind back in
+    one copy (`rectify_tensors`): photos of different sizes give each the face it gives alone, in order,
+    with the thumbnail the host would shrink from that face."""
+    import torch
+
+    from models.geometry import shrink
+    from models.tensor_ops import rectify_tensor, rectify_tensors
+
+    photos = [make_photo(faces[n % 2], SEED + 35 + n, "standard", scale=s) for n, s in enumerate(SCALES)]
+    images = [torch.from_numpy(p.image).permute(2, 0, 1) for p in photos]
+    quads = [p.corners for p in photos]
+    assert all(q is not None for q in quads)
+    sizes = [(96, 134), None, (224, 313)]  # a thumbnail each, of the sizes asked for (or none)
+    together = rectify_tensors(images, quads, thumbnails=sizes)
+    assert len(together) == len(photos)
+    for image, quad, size, (face, thumbnail) in zip(images, quads, sizes, together, strict=True):
+        assert face.shape == (838, 600, 3) and face.dtype == np.uint8
+        assert np.array_equal(face, rectify_tensor(image, quad))
+        if size is None:
+            assert thumbnail is None
+            continue
+        # OpenCV's INTER_AREA, as the host shrinks: the same weights, so at most a grey level of rounding
+        assert thumbnail is not None and thumbnail.shape == (size[1], size[0], 3)
+        assert np.abs(shrink(face, size).astype(np.int16) - thumbnail).max() <= 1
+    assert not np.array_equal(together[0][0], together[1][0])
+    assert rectify_tensors([], []) == []
 
 
 @needs_shared
@@ -318,8 +351,10 @@ def test_the_detector_reports_each_photos_stage_timings(faces: list[np.ndarray])
 
 @needs_shared
 def test_a_detector_decoding_on_its_torch_device_finds_the_same_faces(faces: list[np.ndarray]) -> None:
+    from models.geometry import shrink
     from serve_app.app import Detector
     from serve_app.pipeline import Located
+    from serve_app.stages import Face
 
     on_host = Detector.func_or_class(str(WEIGHTS), "cpu", pixels="numpy")
     on_device = Detector.func_or_class(str(WEIGHTS), "cpu", pixels="torch")
@@ -330,14 +365,20 @@ def test_a_detector_decoding_on_its_torch_device_finds_the_same_faces(faces: lis
     truncated = photos[1][: len(photos[1]) // 3]  # its header passes; the batched decode call fails on it
     photos = [photos[0], truncated, *photos[1:]]
     timings: list[dict[str, float]] = [{} for _ in photos]
-    found = on_device.locate_photos(photos, timings)
-    for a, b in zip(on_host.locate_photos(photos), found, strict=True):
+    sizes = [(96, 134)] * len(photos)  # the embedder's thumbnails, shrunk on the device too
+    found = on_device.locate_photos(photos, timings, sizes)
+    for a, b in zip(on_host.locate_photos(photos, thumbnails=sizes), found, strict=True):
         if isinstance(a, Located):  # refused alike, the rest of the batch unharmed
             assert isinstance(b, Located) and b.error is not None and a.error == b.error
             assert b.error[0] == "unsupported_image"
             continue
-        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-        assert np.abs(a.astype(np.int16) - b).mean() < 6.0
+        assert isinstance(a, Face) and isinstance(b, Face)
+        assert a.thumbnail is not None and b.thumbnail is not None
+        assert np.abs(a.pixels.astype(np.int16) - b.pixels).mean() < 6.0
+        assert b.thumbnail.shape == a.thumbnail.shape == (134, 96, 3)
+        assert np.abs(a.thumbnail.astype(np.int16) - b.thumbnail).mean() < 6.0
+        # on the device as on the host, the thumbnail is its own face's area average
+        assert np.abs(shrink(b.pixels, (96, 134)).astype(np.int16) - b.thumbnail).max() <= 1
     assert isinstance(found[1], Located)
     assert all(spent["decode"] == timings[0]["decode"] > 0 for spent in timings)  # one call, shared
 
