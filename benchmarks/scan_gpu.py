@@ -42,9 +42,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.gpu_wait import MODES
-from serve_app.config import ScanConfig
-
 REPO = Path(__file__).resolve().parents[1]
 SEED_BASE = 16_000_000
 STAGES = ("decode+locate", "search", "read", "fuse")
@@ -187,20 +184,14 @@ def scan_rows(
     import cv2
     import torch
 
-    from models.gpu_wait import gpu_wait, set_gpu_wait
-
     torch.set_num_threads(args["threads"])
     cv2.setNumThreads(args["threads"])
-    if args["device"].startswith("cuda"):
-        set_gpu_wait(args["gpu_wait"])
     directory = Path(args["dir"])
     labels = json.loads((directory / "photos.json").read_text())
     bodies = [(directory / "photos" / label["file"]).read_bytes() for label in labels]
     truth = [label["card_id"] for label in labels]
     models = load_models(directory, args["device"], args["pixels"], args["reader"])
     on_cuda = args["device"].startswith("cuda")
-    if on_cuda and gpu_wait() != args["gpu_wait"]:
-        raise SystemExit(f"the CUDA driver did not take --gpu-wait {args['gpu_wait']} (it says {gpu_wait()})")
     for workers, batch in rows:
         start.wait()
         if rank < workers:
@@ -285,16 +276,12 @@ def run(args: argparse.Namespace) -> None:
         "warmup": args.warmup,
         "threads": args.threads,
         "reader": args.reader,
-        "gpu_wait": args.gpu_wait,
     }
     procs = [spawn.Process(target=worker, args=(r, config, rows, start, done, results)) for r in range(most)]
     for p in procs:
         p.start()
     device = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU x{os.cpu_count()}"
-    print(
-        f"{most} workers on {device}, {args.seconds:.0f} s a row, photos decoded on the {args.pixels}, "
-        f"GPU wait {args.gpu_wait}"
-    )
+    print(f"{most} workers on {device}, {args.seconds:.0f} s a row, photos decoded on the {args.pixels}")
     print(HEADER)
     out = []
     try:
@@ -321,7 +308,6 @@ def run(args: argparse.Namespace) -> None:
         "seconds_per_row": args.seconds,
         "warmup_seconds_per_row": args.warmup,
         "reader": args.reader,
-        "gpu_wait": args.gpu_wait if args.device.startswith("cuda") else None,
         "threads_per_worker": args.threads,
         "pixels": args.pixels if args.device.startswith("cuda") else "host",
     }
@@ -356,12 +342,6 @@ def main() -> int:
     r.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per worker")
     r.add_argument("--reader", choices=("compiled", "eager"), default="compiled", help="the reader's network")
     r.add_argument("--pixels", choices=("device", "host"), default="device", help="where a GPU run decodes")
-    r.add_argument(
-        "--gpu-wait",
-        choices=tuple(MODES),
-        default=ScanConfig.gpu_wait,
-        help="how a worker's thread waits for the GPU (models.gpu_wait; default: the replicas')",
-    )
     r.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_gpu.json")
     args = parser.parse_args()
     if args.command == "prepare":

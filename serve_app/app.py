@@ -83,14 +83,6 @@ def _limit_threads(device: str, threads: int) -> None:
             torch.set_num_interop_threads(1)
 
 
-def _set_gpu_wait(device: str, mode: str) -> None:
-    """How a GPU replica's thread waits for the device (`models.gpu_wait`): set before its models load."""
-    if device.startswith("cuda"):
-        from models.gpu_wait import set_gpu_wait
-
-        set_gpu_wait(mode)
-
-
 @serve.deployment(max_ongoing_requests=32)
 class Detector:
     """Decode, locate and rectify: everything that needs the photo's pixels happens in this replica, so
@@ -104,7 +96,6 @@ class Detector:
         threads: int = 1,
         pixels: str = "auto",
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
-        gpu_wait: str = ScanConfig.gpu_wait,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
         host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU)."""
@@ -113,7 +104,6 @@ class Detector:
 
         device = resolve_device(device)
         _limit_threads(device, threads)
-        _set_gpu_wait(device, gpu_wait)
         self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
         _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
@@ -158,13 +148,11 @@ class Reader:
         arch: str = "",
         threads: int = 1,
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
-        gpu_wait: str = ScanConfig.gpu_wait,
     ) -> None:
         from models.ocr import PrintReader
 
         device = resolve_device(device)
         _limit_threads(device, threads)
-        _set_gpu_wait(device, gpu_wait)
         kwargs: dict[str, Any] = {"arch": arch} if arch else {}
         self.model = PrintReader(Path(weights), device, Path(checkpoint) if checkpoint else None, **kwargs)
         _set_batching(self.read, {"batch_wait_ms": batch_wait_ms})
@@ -203,7 +191,6 @@ class Embedder:
         backend: dict[str, Any] | None = None,
         threads: int = 1,
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
-        gpu_wait: str = ScanConfig.gpu_wait,
     ) -> None:
         from models.embedder import CardEmbedder
         from models.sessions import Backend
@@ -211,7 +198,6 @@ class Embedder:
 
         device = resolve_device(device)
         _limit_threads(device, threads)
-        _set_gpu_wait(device, gpu_wait)
         self.model = CardEmbedder(Path(weights), device, backend=Backend.from_dict(backend))
         # On a GPU the index is searched there too (one exact matrix product, models.tensor_ops).
         self.search_device = device if device.startswith("cuda") else None
@@ -355,12 +341,10 @@ def build_app(args: dict[str, Any]) -> Any:
     detector, embedder, reader, service = (
         d.options(logging_config=quiet) for d in (detector, embedder, reader, service)
     )
-    threads, wait, gpu_wait = config.threads, config.batch_wait_ms, config.gpu_wait
+    threads, wait = config.threads, config.batch_wait_ms
     precision = config.backend_options(config.detector_precision)
     return service.bind(
-        detector.bind(
-            config.detector_weights, device, precision, threads, batch_wait_ms=wait, gpu_wait=gpu_wait
-        ),
+        detector.bind(config.detector_weights, device, precision, threads, batch_wait_ms=wait),
         embedder.bind(
             config.embedder_weights,
             config.index_dir,
@@ -369,16 +353,9 @@ def build_app(args: dict[str, Any]) -> Any:
             config.backend_options(),
             threads,
             batch_wait_ms=wait,
-            gpu_wait=gpu_wait,
         ),
         reader.bind(
-            config.ocr_weights,
-            device,
-            config.ocr_checkpoint,
-            config.ocr_arch,
-            threads,
-            batch_wait_ms=wait,
-            gpu_wait=gpu_wait,
+            config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch, threads, batch_wait_ms=wait
         ),
         config.as_dict(),
     )

@@ -42,15 +42,6 @@ class ScanConfig:
     # reprint near-ties (benchmarks/results/*_bf16.json), so fp32 stays the default. The embedder stays
     # fp32, the arithmetic its index was built with; the OCR network gained nothing from bf16.
     detector_precision: str = "fp32"
-    # How a GPU replica's thread waits for its device (models.gpu_wait): "block" sleeps until the device
-    # is done, so replicas sharing a GPU leave each other the cores CUDA's default ("auto": spin) burns.
-    gpu_wait: str = "block"
-
-    def __post_init__(self) -> None:
-        from models.gpu_wait import MODES  # ctypes only: no network runtime
-
-        if self.gpu_wait not in MODES:
-            raise ValueError(f"gpu_wait must be one of {', '.join(MODES)}, not {self.gpu_wait!r}")
 
     def backend_options(self, precision: str = "fp32") -> dict[str, Any]:
         """What models.sessions.Backend.from_dict takes."""

@@ -70,7 +70,6 @@ def scan_config(settings: Settings) -> ScanConfig:
         detector_precision=settings.scan_detector_precision,
         threads=settings.scan_threads,
         batch_wait_ms=settings.scan_batch_wait_ms,
-        gpu_wait=settings.scan_gpu_wait,
     )
 
 

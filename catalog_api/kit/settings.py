@@ -70,9 +70,6 @@ class Settings(BaseSettings):
     # How long each scanner model's batch waits for more requests after its first, in milliseconds
     # (serve_app.config.ScanConfig.batch_wait_ms): a lone scan waits this long at each of three stages.
     scan_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000)
-    # How a GPU replica's thread waits for its device (serve_app.config.ScanConfig.gpu_wait): "block"
-    # sleeps, "spin" (CUDA's default where cores outnumber processes) keeps a core busy meanwhile.
-    scan_gpu_wait: Literal["auto", "spin", "yield", "block"] = "block"
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.

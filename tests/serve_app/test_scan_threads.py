@@ -17,17 +17,14 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     monkeypatch.setenv("CARDCAT_SCAN_REPLICAS", "2")
     monkeypatch.setenv("CARDCAT_SCAN_DETECTOR_PRECISION", "bf16")
     monkeypatch.setenv("CARDCAT_SCAN_BATCH_WAIT_MS", "7.5")
-    monkeypatch.setenv("CARDCAT_SCAN_GPU_WAIT", "spin")
     config = scan_config(Settings())
     assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
-    assert (config.batch_wait_ms, config.gpu_wait) == (7.5, "spin")
+    assert config.batch_wait_ms == 7.5
     assert config.index_dir == str(Settings().index_dir)
     monkeypatch.delenv("CARDCAT_SCAN_THREADS")
     monkeypatch.delenv("CARDCAT_SCAN_BATCH_WAIT_MS")
     assert scan_config(Settings()).threads == 1
     assert scan_config(Settings()).batch_wait_ms == Settings().scan_batch_wait_ms
-    monkeypatch.delenv("CARDCAT_SCAN_GPU_WAIT")
-    assert scan_config(Settings()).gpu_wait == "block"
 
 
 def test_a_cpu_replica_computes_with_the_threads_it_is_given():
