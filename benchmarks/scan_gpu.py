@@ -15,11 +15,13 @@ carried over:
     .venv/bin/python benchmarks/scan_gpu.py prepare DIR [--photos 48]   # full-catalog index + 2 MP photos
     python3 benchmarks/scan_gpu.py run DIR [--device cuda] [--batch 1,8,32,64] [--workers 1,4,8] [--warmup 5]
 
-`--warmup` scans untimed before each row: a network's first call at each input shape can cost far more
-than the rest (on a GPU, the compiled reader's JIT compiled a kernel for each new batch size), and the
-stages meet many batch sizes. `run` prints a table and writes JSON (`--out`). Per row: scans/s over all
-workers, each batch's wall time (p50), the stages' wall ms per scan, host CPU ms per scan (user+system
-of the workers, the CUDA driver's threads included), top-1 of the photos, device memory per worker.
+Each row times one wall-clock window, the same for every worker, opening `--warmup` seconds (default 5)
+after the row starts; until then the workers scan untimed: a network's first call at each input shape
+can cost far more than the rest (on a GPU, the compiled reader's JIT compiled a kernel for each new
+batch size), and the stages meet many batch sizes. `run` prints a table and writes JSON (`--out`). Per
+row: scans/s over all workers (the scans inside the window, a batch across its edge counted for its
+share), each batch's wall time (p50), the stages' wall ms per scan, host CPU ms per scan (user+system of
+the workers, the CUDA driver's threads included), top-1 of the photos, device memory per worker.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import multiprocessing as mp
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -88,7 +89,8 @@ def prepare(out: Path, count: int, size: str, only: list[str] | None = None) -> 
 class Spent:
     """One worker's share of one row."""
 
-    scans: int = 0
+    scans: int = 0  # in batches that overlapped the timed window
+    scans_in_window: float = 0.0  # their share inside it: the rate's numerator
     right: int = 0
     seconds: float = 0.0
     cpu_s: float = 0.0
@@ -194,28 +196,39 @@ def scan_rows(
     on_cuda = args["device"].startswith("cuda")
     for workers, batch in rows:
         start.wait()
+        # Every worker leaves the barrier within milliseconds, so `time.time()` from here is a clock they
+        # share: the timed window is one wall-clock span for all of them, and their scans in it add up
+        # to the node's rate. (Each timing its own span from the end of its own warm-up, as this did until
+        # 2026-11-27, let the spans drift apart by up to a batch; with more workers than cores the edges,
+        # where fewer workers competed, inflated the sum: 24 workers on 16 cores "ran" more CPU-seconds
+        # a second than the machine has.)
+        opens = time.time() + args["warmup"]
+        closes = opens + args["seconds"]
         if rank < workers:
             spent, n = Spent(), rank * 7  # workers start at different photos
             warm = [bodies[j % len(bodies)] for j in range(batch)]
             scan_batch(models, warm, Spent())  # this batch size's first-call costs, untimed
-            began = time.perf_counter()
-            while time.perf_counter() - began < args["warmup"]:  # the stages' other batch sizes, untimed
-                n += batch
-                scan_batch(models, [bodies[(n + j) % len(bodies)] for j in range(batch)], Spent())
             if on_cuda:
                 torch.cuda.reset_peak_memory_stats()
-            cpu, began = os.times(), time.perf_counter()
-            while time.perf_counter() - began < args["seconds"]:
+            while (began := time.time()) < closes or not spent.scans:  # one batch timed at least
                 picked = [(n + j) % len(bodies) for j in range(batch)]
                 n += batch
-                clock = time.perf_counter()
-                answers = scan_batch(models, [bodies[j] for j in picked], spent)
-                spent.batch_ms.append(1000 * (time.perf_counter() - clock))
+                cpu, this = os.times(), Spent()
+                answers = scan_batch(models, [bodies[j] for j in picked], this)
+                ended, after = time.time(), os.times()
+                if ended <= opens:  # warming up: the stages' other batch sizes, untimed
+                    continue
+                # A batch across an edge of the window counts for its share inside it; its CPU, stage
+                # times and answers count whole (per scan they are the same either way).
+                inside = max(0.0, min(ended, closes) - max(began, opens))
+                spent.scans_in_window += batch * inside / (ended - began)
+                spent.batch_ms.append(1000 * (ended - began))
                 spent.scans += batch
                 spent.right += sum(answer == truth[j] for answer, j in zip(answers, picked, strict=True))
-            spent.seconds = time.perf_counter() - began
-            after = os.times()
-            spent.cpu_s = (after.user - cpu.user) + (after.system - cpu.system)
+                spent.cpu_s += (after.user - cpu.user) + (after.system - cpu.system)
+                for stage, seconds in this.stages_s.items():
+                    spent.stages_s[stage] += seconds
+            spent.seconds = args["seconds"]
             if on_cuda:
                 spent.device_mib = torch.cuda.max_memory_allocated() / 2**20
             results.put((rank, dataclasses.asdict(spent)))
@@ -224,13 +237,13 @@ def scan_rows(
 
 def summarise(workers: int, batch: int, shares: list[dict[str, Any]]) -> dict[str, Any]:
     scans = sum(s["scans"] for s in shares)
-    seconds = statistics.mean(s["seconds"] for s in shares)
+    seconds = shares[0]["seconds"]  # one window, the same for every worker
     batch_ms = [ms for s in shares for ms in s["batch_ms"]]
     return {
         "workers": workers,
         "batch": batch,
         "scans": scans,
-        "scans_per_s": scans / seconds,
+        "scans_per_s": sum(s["scans_in_window"] for s in shares) / seconds,
         "batch_p50_ms": float(np.percentile(batch_ms, 50)),
         "batch_p95_ms": float(np.percentile(batch_ms, 95)),
         "stage_ms_per_scan": {
@@ -287,7 +300,7 @@ def run(args: argparse.Namespace) -> None:
     try:
         for workers, batch in rows:
             start.wait(timeout=600)
-            shares = [results.get(timeout=10 * args.seconds + 120)[1] for _ in range(workers)]
+            shares = [results.get(timeout=10 * args.seconds + args.warmup + 120)[1] for _ in range(workers)]
             done.wait(timeout=600)
             out.append(summarise(workers, batch, shares))
             print_row(out[-1])
@@ -335,9 +348,10 @@ def main() -> int:
     r.add_argument(
         "--warmup",
         type=float,
-        default=0.0,
-        help="untimed seconds of scanning before each row: the stages see batch sizes other than the row's "
-        "(faces found, lines re-read), and a network's first call at each shape can cost far more",
+        default=5.0,
+        help="seconds from a row's start to its timed window, scanning untimed (the first batch, with its "
+        "first-call costs, included): the stages meet batch sizes other than the row's (faces found, lines "
+        "re-read), and a network's first call at each shape can cost far more",
     )
     r.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per worker")
     r.add_argument("--reader", choices=("compiled", "eager"), default="compiled", help="the reader's network")
