@@ -188,10 +188,9 @@ def area_shrink(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     width, height = size
     _, h, w = image.shape
     if (w, h) == (width, height):
-        return image.round().clamp_(0, 255).to(torch.uint8).permute(1, 2, 0)
+        return _to_view(image)
     rows, cols = _area_weights(h, height, image.device), _area_weights(w, width, image.device)
-    shrunk = rows @ image @ cols.T  # (3, height, width)
-    return shrunk.round_().clamp_(0, 255).to(torch.uint8).permute(1, 2, 0)
+    return _to_view(rows @ image @ cols.T)  # (3, height, width) before the view's layout
 
 
 @functools.cache
