@@ -138,6 +138,10 @@ class TritonSession:
         self.parameters: dict[str, str] = {
             key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()
         }
+        # Triton refuses a request larger than the model's batch limit; the detector can ask for more
+        # views at once (every coarse candidate of a batch of photos, or four windows a photo with no card
+        # found), so `run` sends them in requests of at most this many (0: the model does not batch).
+        self.max_batch_size = int(config.get("max_batch_size", 0))
 
     def _client(self) -> Any:
         client = getattr(self._local, "client", None)
@@ -151,6 +155,18 @@ class TritonSession:
         return client
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        size = len(next(iter(inputs.values())))
+        limit = self.max_batch_size
+        if limit <= 0 or size <= limit:
+            return self._infer(inputs)
+        parts = [
+            self._infer({name: array[start : start + limit] for name, array in inputs.items()})
+            for start in range(0, size, limit)
+        ]
+        return {name: np.concatenate([part[name] for part in parts]) for name in self.output_names}
+
+    def _infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One request to Triton."""
         import tritonclient.http as httpclient
         from tritonclient.utils import np_to_triton_dtype
 

@@ -133,7 +133,11 @@ def test_served_models_have_the_exported_signature(triton: str) -> None:
 def test_detector_maps_equal_torch(triton: str, photos: list[np.ndarray]) -> None:
     local, remote = det.CardDetector(), TritonSession(triton, "detector")
     views = np.stack([letterbox(p, local.cfg.input_size)[0] for p in photos])
-    for batch in (views[:1], views):  # one photo, and all six in one request
+    # One photo, all six in one request, and more views than the model's batch limit (the detector asks
+    # for that many with a batch of photos: TritonSession splits them into requests Triton accepts).
+    assert remote.max_batch_size == 32
+    many = np.concatenate([views] * 6)[:37]
+    for batch in (views[:1], views, many):
         want = local.session.run({det.INPUT: batch})[det.OUTPUT]
         got = remote.run({det.INPUT: batch})[det.OUTPUT]
         assert got.shape == want.shape == (len(batch), 3, 224, 224) and got.dtype == np.float32
