@@ -217,7 +217,7 @@ def test_the_second_looks_windows_cover_the_photo_upright_at_the_views_resolutio
 
 def small_card_photo(face: np.ndarray, frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A 1600x1200 photo of one card `frac` of the photo's height tall, turned up to 30 degrees, on a
-    mottled background: small enough that the letterboxed first look (224 px) has ~30 px of it."""
+    mottled background: at 15% the letterboxed first look (224 px) has ~25 px of its height."""
     rng = np.random.default_rng(seed)
     h, w = 1200, 1600
     noise = rng.normal(0, 1, (h // 40, w // 40, 3)) * 30 + rng.integers(60, 200, 3)
