@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -48,7 +49,7 @@ from catalog_api.kit.scan_contract import ScanAnswer, ScanRefusal, refusal, refu
 from models.geometry import half_turn
 from serve_app.config import ScanConfig, resolve_device
 from serve_app.fusion import Hits, PrintTable, Thresholds
-from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, Located, ScanPipeline
+from serve_app.pipeline import DETECTOR, EMBEDDER, FACE_LOST, READER, SERVICE, Located, ScanPipeline
 from serve_app.stages import Face, locate_photos, search_faces
 
 if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
@@ -58,6 +59,13 @@ log = logging.getLogger("cardcat.scan")
 # How long a batch waits for more requests after its first, unless ScanConfig.batch_wait_ms or a
 # user_config's `batch_wait_ms` says otherwise.
 BATCH_WAIT_S = ScanConfig.batch_wait_ms / 1000
+# Faces a Detector replica keeps a reference to after handing them out. The face travels by object
+# reference, owned by the Detector, through the composing process to the Reader; under load Ray's
+# distributed reference counting now and then freed one before the Reader fetched it
+# (ReferenceCountingAssertionError: 2 faces in ~2,500 scans, `benchmarks/scan_floor.py`, none in as many
+# with this hold). Holding the latest few keeps each face in the store until long after its Reader call
+# began at any rate a 2-core box sees; 32 faces are 48 MB of the 256 MB store.
+FACES_HELD = 32
 
 
 def _set_batching(method: Any, config: dict[str, Any]) -> None:
@@ -106,6 +114,7 @@ class Detector:
         _limit_threads(device, threads)
         self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
+        self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
         _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
         self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
@@ -119,12 +128,15 @@ class Detector:
         timings: list[dict[str, float]] = [{} for _ in requests]
         photos, sizes = [photo for photo, _ in requests], [size for _, size in requests]
         found = await asyncio.to_thread(self.locate_photos, photos, timings, sizes)
-        return [
-            Located(ray.put(item.pixels), item.thumbnail, timings=spent)
-            if isinstance(item, Face)
-            else dataclasses.replace(item, timings=spent)
-            for item, spent in zip(found, timings, strict=True)
-        ]
+        located = []
+        for item, spent in zip(found, timings, strict=True):
+            if isinstance(item, Face):
+                face = ray.put(item.pixels)
+                self.handed_out.append(face)
+                located.append(Located(face, item.thumbnail, timings=spent))
+            else:
+                located.append(dataclasses.replace(item, timings=spent))
+        return located
 
     def locate_photos(
         self,
@@ -165,13 +177,20 @@ class Reader:
     async def read(self, requests: list[tuple[Any, bool, list[str]]]) -> list[dict[str, Any]]:
         """Each request: a face (an array, or the Detector's object reference to one), whether to turn it
         180° first, and the footer lines its candidates print (scored for fusion)."""
-        fetched = await asyncio.gather(*(_resolve(face) for face, _, _ in requests))
-        faces = [
-            half_turn(face) if turn else face for face, (_, turn, _) in zip(fetched, requests, strict=True)
-        ]
-        footers = [lines for _, _, lines in requests]
-        reads = await asyncio.to_thread(self.model.read_batch, faces, footers)
-        return [dataclasses.asdict(read) for read in reads]
+        fetched = await asyncio.gather(*(_resolve(face) for face, _, _ in requests), return_exceptions=True)
+        # A face the object store no longer has fails its own scan only (the caller retries it), not the
+        # batch it came in with.
+        kept, faces, footers = [], [], []
+        for i, (face, (_, turn, lines)) in enumerate(zip(fetched, requests, strict=True)):
+            if isinstance(face, np.ndarray):
+                kept.append(i)
+                faces.append(half_turn(face) if turn else face)
+                footers.append(lines)
+        reads = await asyncio.to_thread(self.model.read_batch, faces, footers) if kept else []
+        out: list[dict[str, Any]] = [{FACE_LOST: f"{type(face).__name__}: {face}"} for face in fetched]
+        for i, read in zip(kept, reads, strict=True):
+            out[i] = dataclasses.asdict(read)
+        return out
 
 
 async def _resolve(face: Any) -> np.ndarray:
@@ -316,8 +335,10 @@ def _wants_gpu(device: str) -> bool:
     return resolve_device(device) == "cuda"
 
 
-def build_app(args: dict[str, Any]) -> Any:
-    """`serve run serve_app.app:build_app index_dir=...` and the deploy/ configs call this."""
+def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> Any:
+    """`serve run serve_app.app:build_app index_dir=...` and the deploy/ configs call this. `classes`
+    replaces deployments by role ("detector", "embedder", "reader"): `benchmarks/scan_floor.py` serves
+    stand-ins without networks through the same options and composition, to measure what Ray costs."""
     config = ScanConfig(**args)
     device = config.device
     # Fractional CPUs so the four deployments fit a 2-core machine; the model deployments share a GPU.
@@ -326,6 +347,7 @@ def build_app(args: dict[str, Any]) -> Any:
     tensor_models = models if config.backend == "torch" else {"num_cpus": 0.5}
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
     deployments: Any = {"detector": Detector, "embedder": Embedder, "reader": Reader, "service": ScanService}
+    deployments.update(classes or {})
     replicas = config.replicas
     # Named as the ingress asks for them (serve_app.pipeline), whatever the classes are called.
     detector = deployments["detector"].options(

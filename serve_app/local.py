@@ -15,6 +15,45 @@ ROUTE = "/scan"
 # so the default (30% of RAM) only ever grows the server. 256 MB holds concurrency 32 with 12 MP photos;
 # 100 MB filled there (p95 8 s, benchmarks/scan_load.py).
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
+# Ray Serve's housekeeping on a Ray instance started here, unless the environment says otherwise: the
+# controller's loop every 0.5 s (Ray's default 0.1) and each replica's and handle's metrics flushed every
+# second (0.1). With nothing to do, Ray spent ~150 ms of CPU a second on a 2-core box (ServeController
+# ~37 of it), ~14 ms a scan at the ~11 scans/s it serves; measured before and after with
+# `benchmarks/scan_floor.py` (docs/scanner-performance.md, "The floor").
+SERVE_PACE = {"RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5", "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000"}
+
+
+def start_ray(ray_address: str = "", metrics_port: int = 0) -> None:
+    """Join the Ray cluster at `ray_address`, or start a Ray instance on this machine sized for the
+    scanner (its object store, no dashboard, no idle workers). `start_scanner` calls it; so does
+    `benchmarks/scan_floor.py`, so the floor it measures is this Ray's."""
+    import ray
+
+    if ray_address:
+        ray.init(address=ray_address, logging_level=logging.WARNING, ignore_reinit_error=True)
+    else:
+        # Two glibc heap arenas per process (Ray's processes inherit this). The load figures in
+        # docs/benchmarks.md were measured with it; a short A/B without it showed no clear RSS
+        # difference (4.00 vs 3.96 GiB, noisy).
+        os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+        for name, value in SERVE_PACE.items():  # Ray's processes read these when they start
+            os.environ.setdefault(name, value)
+        ray.init(
+            # A new instance even when a cluster started by `ray start` runs on this machine: a bare
+            # ray.init() would join that one instead.
+            address="local",
+            num_cpus=os.cpu_count(),
+            include_dashboard=False,
+            object_store_memory=OBJECT_STORE_BYTES,
+            logging_level=logging.WARNING,
+            configure_logging=True,
+            ignore_reinit_error=True,
+            _system_config={
+                # No idle workers started ahead of time: every process here is a replica or Ray itself.
+                "enable_worker_prestart": False,
+            },
+            _metrics_export_port=metrics_port or None,
+        )
 
 
 def start_scanner(
@@ -36,29 +75,7 @@ def start_scanner(
 
     from serve_app.app import build_app
 
-    if ray_address:
-        ray.init(address=ray_address, logging_level=logging.WARNING, ignore_reinit_error=True)
-    else:
-        # Two glibc heap arenas per process (Ray's processes inherit this). The load figures in
-        # docs/benchmarks.md were measured with it; a short A/B without it showed no clear RSS
-        # difference (4.00 vs 3.96 GiB, noisy).
-        os.environ.setdefault("MALLOC_ARENA_MAX", "2")
-        ray.init(
-            # A new instance even when a cluster started by `ray start` runs on this machine: a bare
-            # ray.init() would join that one instead.
-            address="local",
-            num_cpus=os.cpu_count(),
-            include_dashboard=False,
-            object_store_memory=OBJECT_STORE_BYTES,
-            logging_level=logging.WARNING,
-            configure_logging=True,
-            ignore_reinit_error=True,
-            _system_config={
-                # No idle workers started ahead of time: every process here is a replica or Ray itself.
-                "enable_worker_prestart": False,
-            },
-            _metrics_export_port=metrics_port or None,
-        )
+    start_ray(ray_address, metrics_port)
     if http_port is None:
         serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
     else:

@@ -29,10 +29,17 @@ from serve_app.fusion import Decision, PrintTable, Read, Thresholds, better_turn
 # The application's deployment names (the classes in serve_app.app, and the names deploy/ configs use).
 DETECTOR, EMBEDDER, READER, SERVICE = "Detector", "Embedder", "Reader", "ScanService"
 TABLES_KEPT = 2
+# The key of a Reader's answer for a face it could not fetch from the object store (`FaceLost`).
+FACE_LOST = "face_lost"
 # Stage latency buckets (seconds): a stage takes ~5 ms (search) to ~1 s (a 12 MP decode on a busy CPU).
 # Ray exports it as `ray_cardcat_scanner_stage_seconds` (deploy/grafana/cardcat.json).
 STAGE_METRIC = "cardcat_scanner_stage_seconds"
 STAGE_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]
+
+
+class FaceLost(RuntimeError):
+    """The Reader could not fetch this scan's face from Ray's object store (freed early, or its Detector
+    replica died). The scan as a whole can be tried again: the ingress does (`ATTEMPTS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +142,8 @@ class ScanPipeline:
         footers = footer_candidates(hits, table, self.thresholds.race_window)
         started = time.perf_counter()
         read = await self.reader.read.remote((located.face, turned, footers))
+        if FACE_LOST in read:
+            raise FaceLost(read[FACE_LOST])
         spent["read"] = time.perf_counter() - started
         started = time.perf_counter()
         decision = decide(dict(hits), Read(**read), table, self.thresholds)

@@ -8,10 +8,13 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from benchmarks.scan_load import process_tree
+from serve_app.local import SERVE_PACE
 from tests.harness import Service, launch_scanner, require_shared
 from tests.serve_app.replicas import ScanLoad, replica_pids, tg_photos
 
@@ -25,6 +28,31 @@ def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     service = launch_scanner(tmp_path_factory.mktemp("faults"), EXPANSIONS)
     yield service
     service.stop()
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _environ(pid: int) -> dict[str, str]:
+    pairs = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+
+
+def test_rays_processes_keep_house_at_the_scanners_pace(scanner: Service):
+    """`serve_app.local.SERVE_PACE` reaches the Serve controller (its loop's interval) and the replicas
+    (their metrics flush) of the Ray instance `cardcat serve --scan` starts; the test below then checks
+    that replicas still come back at that pace."""
+    server = process_tree(scanner.processes[0].pid)  # this deployment's Ray, not another test's
+    ray_processes = [pid for pid in server if b"ServeController" in _cmdline(pid)]
+    ray_processes += [pid for pid in replica_pids("Detector") if pid in server]
+    assert len(ray_processes) == 2, ray_processes
+    for pid in ray_processes:
+        environ = _environ(pid)
+        assert {name: environ.get(name) for name in SERVE_PACE} == SERVE_PACE, pid
 
 
 def test_replicas_killed_under_load_cost_no_500_and_no_dropped_connection(scanner: Service):
