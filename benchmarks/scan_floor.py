@@ -336,6 +336,11 @@ def main() -> int:
             base_url = service.start("--scan", timeout=120)
             roots = [ray_side.pid, service.processes[0].pid]
             result = asyncio.run(measure(base_url, key, photos, roots, args)) | {"ray": ray_up}
+            # Calls the ingress had to try again (a replica's error, e.g. a face the Reader could not
+            # fetch: docs/scanner-performance.md, "The floor"); the answers above count only statuses.
+            logs = Path(tmp).glob("server-*.log")
+            result["scanner_calls_failed"] = sum(log.read_text().count("scanner call failed") for log in logs)
+            print(f"scanner calls the ingress tried again: {result['scanner_calls_failed']}")
         finally:
             service.stop()
             if ray_side.stdin:

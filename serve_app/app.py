@@ -62,9 +62,9 @@ BATCH_WAIT_S = ScanConfig.batch_wait_ms / 1000
 # Faces a Detector replica keeps a reference to after handing them out. The face travels by object
 # reference, owned by the Detector, through the composing process to the Reader; under load Ray's
 # distributed reference counting now and then freed one before the Reader fetched it
-# (ReferenceCountingAssertionError: 2 faces in ~2,500 scans, `benchmarks/scan_floor.py`, none in as many
-# with this hold). Holding the latest few keeps each face in the store until long after its Reader call
-# began at any rate a 2-core box sees; 32 faces are 48 MB of the 256 MB store.
+# (ReferenceCountingAssertionError: 2 faces in each of two `benchmarks/scan_floor.py` runs of ~2,500 scans,
+# none in eight runs with this hold). Holding the latest few keeps each face in the store until long
+# after its Reader call began at any rate a 2-core box sees; 32 faces are 48 MB of the 256 MB store.
 FACES_HELD = 32
 
 
@@ -180,17 +180,18 @@ class Reader:
         fetched = await asyncio.gather(*(_resolve(face) for face, _, _ in requests), return_exceptions=True)
         # A face the object store no longer has fails its own scan only (the caller retries it), not the
         # batch it came in with.
-        kept, faces, footers = [], [], []
-        for i, (face, (_, turn, lines)) in enumerate(zip(fetched, requests, strict=True)):
+        faces, footers = [], []
+        for face, (_, turn, lines) in zip(fetched, requests, strict=True):
             if isinstance(face, np.ndarray):
-                kept.append(i)
                 faces.append(half_turn(face) if turn else face)
                 footers.append(lines)
-        reads = await asyncio.to_thread(self.model.read_batch, faces, footers) if kept else []
-        out: list[dict[str, Any]] = [{FACE_LOST: f"{type(face).__name__}: {face}"} for face in fetched]
-        for i, read in zip(kept, reads, strict=True):
-            out[i] = dataclasses.asdict(read)
-        return out
+        reads = iter(await asyncio.to_thread(self.model.read_batch, faces, footers) if faces else [])
+        return [
+            dataclasses.asdict(next(reads))
+            if isinstance(face, np.ndarray)
+            else {FACE_LOST: f"{type(face).__name__}: {face}"}
+            for face in fetched
+        ]
 
 
 async def _resolve(face: Any) -> np.ndarray:

@@ -1,5 +1,6 @@
-"""A face the object store no longer has fails only its own scan (`serve_app.app.Reader.read`), and
-the Detector holds the faces it hands out (`FACES_HELD`)."""
+"""A face the object store no longer has fails only its own scan (`serve_app.app.Reader.read`), not the
+batch it came in with. (Why faces went missing, and the Detector's `FACES_HELD` that stopped it, is a race
+measured by `benchmarks/scan_floor.py`: docs/scanner-performance.md, "The floor".)"""
 
 from __future__ import annotations
 
