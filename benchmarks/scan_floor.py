@@ -182,8 +182,12 @@ def serve_stand_ins(index_dir: str, address_file: str) -> int:
     return 0
 
 
+def server_pids(roots: list[int]) -> list[int]:
+    return [pid for root in roots for pid in process_tree(root)]
+
+
 def server_cpu(roots: list[int]) -> dict[int, float]:
-    return cpu_seconds([pid for root in roots for pid in process_tree(root)])
+    return cpu_seconds(server_pids(roots))
 
 
 async def closed_loop(
@@ -208,9 +212,9 @@ async def closed_loop(
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     seconds = time.perf_counter() - started
-    after = server_cpu(roots)
-    roles = by_role(before, after)
-    rss, pss = memory_kib([pid for root in roots for pid in process_tree(root)])
+    pids = server_pids(roots)
+    roles = by_role(before, cpu_seconds(pids))
+    rss, pss = memory_kib(pids)
     return {
         "concurrency": concurrency,
         "scans": scans,

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.scan_load import process_tree
+from benchmarks.scan_load import process_tree, role
 from serve_app.local import SERVE_PACE
 from tests.harness import Service, launch_scanner, require_shared
 from tests.serve_app.replicas import ScanLoad, replica_pids, tg_photos
@@ -30,13 +30,6 @@ def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     service.stop()
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
 def _environ(pid: int) -> dict[str, str]:
     pairs = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
     return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
@@ -47,7 +40,7 @@ def test_rays_processes_keep_house_at_the_scanners_pace(scanner: Service):
     (their metrics flush) of the Ray instance `cardcat serve --scan` starts; the test below then checks
     that replicas still come back at that pace."""
     server = process_tree(scanner.processes[0].pid)  # this deployment's Ray, not another test's
-    ray_processes = [pid for pid in server if b"ServeController" in _cmdline(pid)]
+    ray_processes = [pid for pid in server if role(pid) == "ServeController"]
     ray_processes += [pid for pid in replica_pids("Detector") if pid in server]
     assert len(ray_processes) == 2, ray_processes
     for pid in ray_processes:
