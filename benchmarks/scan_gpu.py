@@ -102,7 +102,7 @@ class Spent:
 def scan_batch(models: dict[str, Any], bodies: list[bytes], spent: Spent) -> list[str | None]:
     """Each photo's top card (None: unidentified or refused), the replicas' stages run back to back."""
     from models.geometry import half_turn
-    from serve_app.fusion import Read, better_turn, decide, footer_candidates
+    from serve_app.fusion import Hits, Read, better_turn, decide, footer_candidates, picture_answer
     from serve_app.stages import Face, locate_photos, search_faces
 
     detector, embedder, reader, bundle, thresholds = (
@@ -122,14 +122,25 @@ def scan_batch(models: dict[str, Any], bodies: list[bytes], spent: Spent) -> lis
     spent.stages_s["search"] += now - clock
     clock = now
     turned = [better_turn(False, True, up, down) for up, down in hits]
-    footers = [footer_candidates(h, bundle.table, thresholds.race_window) for _, h in turned]
-    views = [half_turn(face) if turn else face for (_, face), (turn, _) in zip(faces, turned, strict=True)]
-    reads = reader.read_batch(views, footers)
+    answers: list[str | None] = [None] * len(bodies)
+    # As `ScanPipeline.scan`: a face is read only where the print could change the answer.
+    unread: list[tuple[int, np.ndarray, bool, Hits]] = []
+    for (i, face), (turn, h) in zip(faces, turned, strict=True):
+        decision = picture_answer(dict(h), bundle.table, thresholds)
+        if decision is None:
+            unread.append((i, face, turn, h))
+        else:
+            answers[i] = decision.matches[0][0]
+    now = time.perf_counter()
+    spent.stages_s["fuse"] += now - clock
+    clock = now
+    footers = [footer_candidates(h, bundle.table, thresholds.race_window) for _, _, _, h in unread]
+    views = [half_turn(face) if turn else face for _, face, turn, _ in unread]
+    reads = reader.read_batch(views, footers) if views else []
     now = time.perf_counter()
     spent.stages_s["read"] += now - clock
     clock = now
-    answers: list[str | None] = [None] * len(bodies)
-    for (i, _), (_, h), read in zip(faces, turned, reads, strict=True):
+    for (i, _, _, h), read in zip(unread, reads, strict=True):
         decision = decide(dict(h), Read(**dataclasses.asdict(read)), bundle.table, thresholds)
         answers[i] = decision.matches[0][0] if decision.matches else None
     spent.stages_s["fuse"] += time.perf_counter() - clock

@@ -410,6 +410,31 @@ def sure_artwork(
     return (artwork, sim, margin) if sim >= t.sure_similarity and margin >= t.sure_margin else None
 
 
+def picture_answer(
+    similar: Mapping[str, float], table: PrintTable, t: Thresholds | None = None
+) -> Decision | None:
+    """`decide`'s answer for these search hits when no read of the face could change it, else None: then
+    the scanner need not read the face at all (#12: reading is a third of a scan's CPU, and on most photos
+    of a unique artwork it changes nothing).
+
+    No read can change it when the picture alone (`decide` with no read) answers one card whose artwork has no
+    reprint. Whatever is read, `_decide` then answers that card alone at its similarity:
+    - nothing legible: the same pool and rules as with no read (footer odds and `reprint_order` only
+      order reprints, and the card has none);
+    - a legible print that agrees with the card: it is the best of the agreeing pool (the picture's best
+      of all) with no reprint or near sibling beside it, and the pool, a subset of the picture's, holds
+      no other card the picture's rules would have raced with it or that would shrink its margin;
+    - a legible print that leaves the card out: the picture is sure of one card, so the print is
+      discarded as misread and the picture's answer stands.
+    `tests/serve_app/test_fusion.py` checks this against `decide` with adversarial reads."""
+    t = t or Thresholds()
+    picture = _decide(similar, None, table, t)
+    if len(picture.matches) != 1 or len(table.by_artwork[table.cards[picture.matches[0][0]].artwork]) > 1:
+        return None
+    picture.details["print"] = "not read: no read could change this answer"
+    return picture
+
+
 def _group_race(
     sure: tuple[str, float, float],
     candidates: Mapping[str, float],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import random
 
 from serve_app.fusion import (
     CardPrint,
@@ -12,6 +14,7 @@ from serve_app.fusion import (
     decide,
     footer_candidates,
     number_key,
+    picture_answer,
     snap_code,
 )
 
@@ -317,3 +320,82 @@ def test_a_print_one_glyph_from_a_same_art_sibling_is_a_race_not_a_lone_wrong_an
     assert decide(similar, backed, GROUPS).matches == [("me01-121", 0.991)]
     # A print with no sibling one glyph away still names its card alone (193 is two glyphs from 121/171).
     assert decide(similar, read("193/217", "ASC"), GROUPS).matches == [("me02.5-193", 0.98)]
+
+
+def _random_read(rng: random.Random, table: PrintTable, near: list[str]) -> Read:
+    """A read as the reader might give it: fields of a card the picture also saw, of any card, or
+    garbage, each at a confidence either side of the floor, and footer scores for a few lines."""
+    cards = list(table.cards.values())
+    source = table.cards[rng.choice(near)] if near and rng.random() < 0.6 else rng.choice(cards)
+
+    def field(value: str | None) -> tuple[str | None, float]:
+        roll = rng.random()
+        if roll < 0.3 or value is None:
+            return None, 0.0
+        if roll < 0.45:
+            value = rng.choice(["999", "ZZZ", "1", value[:-1] or "7", value + "1"])
+        return value, rng.choice([0.2, 0.69, 0.7, 0.95])
+
+    name, name_conf = field(source.name if rng.random() < 0.8 else rng.choice(cards).name)
+    number, number_conf = field(source.number)
+    code, code_conf = field(source.set_code)
+    total = source.printed_total if rng.random() < 0.3 else None
+    footers = {rng.choice(cards).footer: -rng.uniform(0.1, 60.0) for _ in range(rng.randint(0, 4))}
+    return Read(name, name_conf, number, number_conf, total, code, code_conf, footers)
+
+
+def test_no_read_changes_a_picture_answer():
+    """`picture_answer` lets the scanner skip the Reader (a third of a scan's CPU). Where it answers, no
+    read may change `decide`'s answer (matches, scores, reason), and it must be that answer. Tried on
+    random similarities at the thresholds' edges and adversarial reads over both hand-made tables: a
+    read naming another card, a look-alike, a misread number, garbage, footer lines of any card."""
+    rng = random.Random(12)
+    skipped = kept = 0
+    # The shipped thresholds, and a lone answer allowed below `accept_with_print` (a Serve config may).
+    for table, t in itertools.product((TABLE, GROUPS), (Thresholds(), Thresholds(accept_alone=0.75))):
+        ids = sorted(table.cards)
+        for _ in range(3000):
+            similar = {cid: rng.uniform(0.3, 0.99) for cid in rng.sample(ids, rng.randint(1, len(ids)))}
+            if rng.random() < 0.5:  # a sure picture: one card well ahead, at the thresholds' edges
+                top = rng.choice(sorted(similar))
+                similar[top] = rng.choice([0.76, 0.81, 0.82, 0.849, 0.85, 0.9, 0.949, 0.95, 0.97, 0.99])
+                gap = rng.choice([0.0, 0.029, 0.03, 0.049, 0.05, 0.051, 0.2])
+                for cid in similar:
+                    if cid != top and table.cards[cid].artwork != table.cards[top].artwork:
+                        similar[cid] = min(similar[cid], similar[top] - gap)
+            unread = picture_answer(similar, table, t)
+            if unread is None:
+                kept += 1
+                continue
+            skipped += 1
+            assert len(unread.matches) == 1 and unread.reason is None, similar
+            alone = decide(similar, None, table, t)
+            assert (alone.matches, alone.reason) == (unread.matches, unread.reason), similar
+            near = sorted(similar, key=similar.__getitem__, reverse=True)[:3]
+            for _ in range(20):
+                reading = _random_read(rng, table, near)
+                decision = decide(similar, reading, table, t)
+                assert (decision.matches, decision.reason) == (unread.matches, unread.reason), (
+                    similar,
+                    reading,
+                )
+    assert skipped > 1000 and kept > 1000, (skipped, kept)
+
+
+def test_the_print_is_read_for_reprints_and_for_a_picture_short_of_a_lone_answer():
+    """The reprints of one artwork are told apart only by their print, however sure the picture is; a
+    unique artwork needs it where the picture alone would not answer it alone (the print may name it, or
+    another card)."""
+    assert picture_answer({"base1-4": 0.99, "base1-2": 0.5}, TABLE) is None  # Charizard has a reprint
+    assert picture_answer({"base1-2": 0.97, "base1-15": 0.80}, TABLE) is not None
+    assert picture_answer({"base1-2": 0.86, "base1-15": 0.80}, TABLE) is not None  # alone at accept_alone
+    assert picture_answer({"base1-2": 0.84, "base1-15": 0.60}, TABLE) is None  # below accept_alone
+    assert picture_answer({"base1-2": 0.90, "base1-15": 0.88}, TABLE) is None  # a race
+    assert picture_answer({}, TABLE) is None and picture_answer({"not-indexed": 0.99}, TABLE) is None
+    # ...and a read does change those: it names the other reprint, or the card the race left second.
+    assert decide({"base1-4": 0.99, "base4-4": 0.98}, read("4", "B2"), TABLE).matches[0][0] == "base4-4"
+    raced = decide({"base1-2": 0.90, "base1-15": 0.88}, read("15", "BS"), TABLE)
+    assert raced.matches == [("base1-15", 0.88)]
+    # A picture short of a lone answer can have one with the print (`accept_with_print`).
+    short = decide({"base1-2": 0.84, "base1-15": 0.60}, read("2", "BS"), TABLE)
+    assert short.matches == [("base1-2", 0.84)]

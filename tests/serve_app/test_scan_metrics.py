@@ -4,7 +4,8 @@ a race between reprints), a blank photo and junk.
 
 - `cardcat_scans_total{outcome}` moves by exactly the outcomes the responses show; errors by code.
 - `cardcat_scan_stage_seconds{stage}` (the timings the scanner sends back with each decision) counts one
-  observation per decision for decode, locate, fuse and total, and one search and read per located card.
+  observation per decision for decode, locate, fuse and total, one search per located card, and one read
+  per located card whose answer the print could change (not the unique artworks the picture answers).
 - The scanner's own `ray_cardcat_scanner_stage_seconds`, scraped from Ray's metrics export port
   (CARDCAT_SCAN_METRICS_PORT), reaches the same counts once Ray has reported them (every ~10 s). The
   uvicorn workers compose the scans themselves (serve_app.pipeline) and export it as Ray drivers; the
@@ -113,7 +114,12 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
 
         for stage in ("decode", "locate", "fuse", "total"):
             assert observed(stage) == decisions, (stage, observed(stage), decisions)
-        assert observed("search") == observed("read") >= located
+        # Every located card is searched; its face is read only where the print could change the answer
+        # (`fusion.picture_answer`). The three photos of base1/base4 reprints always are (only the print
+        # tells them apart); the two standard photos of unique Trainer Gallery artworks are answered by
+        # the picture alone, unread (at least one of them: each is ~0.95 similar, far past a lone answer).
+        assert observed("search") >= located
+        assert 3 <= observed("read") <= located - 1, (observed("read"), located)
         stage_sum = "cardcat_scan_stage_seconds_sum"
         assert after.sum(stage_sum, stage="total") > before.sum(stage_sum, stage="total")
         assert set(after.labels("cardcat_scan_stage_seconds_count", "stage")) <= set(STAGES)
@@ -130,7 +136,7 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
     counts = {stage: scrape.sum(count, stage=stage) for stage in STAGES}
     print(f"outcomes {dict(tally)}; Ray stage counts {counts}")  # shown with -s: which outcomes occurred
     assert counts["decode"] == counts["locate"] == counts["fuse"] == counts["total"] == decisions, counts
-    assert counts["search"] == counts["read"] == observed("search"), counts
+    assert counts["search"] == observed("search") and counts["read"] == observed("read"), counts
     assert scrape.sum(count, deployment="ScanService") == 0, "a scan went through the ScanService hop"
 
 
