@@ -14,7 +14,9 @@ over the same processes at the end of the window (shared pages such as Ray's obj
 process that maps them, as `ps` would add them up); **PSS** splits shared pages fairly and is the honest
 total. **Stage ms** are the scanner's own mean stage times over the window (`cardcat_scan_stage_seconds`
 from `/metrics`: decode and locate in the Detector replica; search and read as the ingress waits for
-them, queueing and batch waits included); the client's latency less `total` is the ingress and HTTP.
+them, queueing and batch waits included), each over the scans that went through it (**stage counts**:
+fewer `read` than `search`, since a face is read only where the print could change the answer); the
+client's latency less `total` is the ingress and HTTP.
 Before any load, the server's CPU over `--idle-seconds` with nothing in flight (Ray's own loops) goes
 into the JSON's meta. The headline row (`--headline`, default concurrency 16 on the mixed photos) is run
 `--repeat` times and its medians reported.
@@ -199,6 +201,7 @@ class Row:
     cpu_by_role: dict[str, float] = field(default_factory=dict)
     postgres_cpu_s: float = 0.0
     stage_ms: dict[str, float] = field(default_factory=dict)
+    stage_counts: dict[str, int] = field(default_factory=dict)
     rss_kib: int = 0
     pss_kib: int = 0
 
@@ -223,6 +226,9 @@ class Row:
             },
             "postgres_cpu_ms_per_scan": 1000 * self.postgres_cpu_s / max(answered, 1),
             "stage_ms_mean": self.stage_ms,
+            # How many scans passed through each stage: fewer `read` than `search` where the picture alone
+            # answered a unique artwork (`fusion.picture_answer`).
+            "stage_counts": self.stage_counts,
             "server_rss_gib": self.rss_kib / 2**20,
             "server_pss_gib": self.pss_kib / 2**20,
         }
@@ -251,6 +257,13 @@ def stage_means(
         if count > was[1]:
             means[stage] = round(1000 * (seconds - was[0]) / (count - was[1]), 1)
     return means
+
+
+def stage_counts(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, int]:
+    """How many scans went through each stage between two `stage_totals` readings."""
+    return {stage: round(count - before.get(stage, (0.0, 0.0))[1]) for stage, (_, count) in after.items()}
 
 
 async def closed_loop(
@@ -297,7 +310,9 @@ async def closed_loop(
     row.cpu_by_role = by_role(cpu_before, cpu_after)
     row.postgres_cpu_s = used_between(pg_before, cpu_seconds(pg))
     row.rss_kib, row.pss_kib = memory_kib(pids)
-    row.stage_ms = stage_means(stages_before, await stage_totals(client))
+    stages_after = await stage_totals(client)
+    row.stage_ms = stage_means(stages_before, stages_after)
+    row.stage_counts = stage_counts(stages_before, stages_after)
     row.scans = sum(row.statuses.values())
     return row
 
@@ -417,7 +432,9 @@ def main() -> int:
     print("CPU ms per scan by process (middle run): " + ", ".join(f"{k} {v}" for k, v in roles.items()))
     for r in rows:
         stages = ", ".join(f"{k} {v}" for k, v in r["stage_ms_mean"].items())
-        print(f"stage ms ({r['photos']}, c{r['concurrency']}, p50 {r['p50_ms']:.0f}): {stages}")
+        counts = r["stage_counts"]
+        read = f"; read {counts.get('read', 0)} of {counts.get('search', 0)} searched"
+        print(f"stage ms ({r['photos']}, c{r['concurrency']}, p50 {r['p50_ms']:.0f}): {stages}{read}")
     meta = {
         "device": device,
         "cards_indexed": len(card_ids),

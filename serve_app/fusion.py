@@ -414,11 +414,11 @@ def picture_answer(
     similar: Mapping[str, float], table: PrintTable, t: Thresholds | None = None
 ) -> Decision | None:
     """`decide`'s answer for these search hits when no read of the face could change it, else None: then
-    the scanner need not read the face at all (#12: reading is a third of a scan's CPU, and on most photos
-    of a unique artwork it changes nothing).
+    the scanner need not read the face at all (#12: reading was a fifth of a scan's CPU, and on most
+    photos of a unique artwork it changes nothing).
 
-    No read can change it when the picture alone (`decide` with no read) answers one card whose artwork has no
-    reprint. Whatever is read, `_decide` then answers that card alone at its similarity:
+    No read can change it when the picture alone (`decide` with no read) answers one card whose artwork
+    has no reprint. Whatever is read, `_decide` then answers that card alone at its similarity:
     - nothing legible: the same pool and rules as with no read (footer odds and `reprint_order` only
       order reprints, and the card has none);
     - a legible print that agrees with the card: it is the best of the agreeing pool (the picture's best

@@ -345,7 +345,7 @@ def _random_read(rng: random.Random, table: PrintTable, near: list[str]) -> Read
 
 
 def test_no_read_changes_a_picture_answer():
-    """`picture_answer` lets the scanner skip the Reader (a third of a scan's CPU). Where it answers, no
+    """`picture_answer` lets the scanner skip the Reader (a fifth of a scan's CPU). Where it answers, no
     read may change `decide`'s answer (matches, scores, reason), and it must be that answer. Tried on
     random similarities at the thresholds' edges and adversarial reads over both hand-made tables: a
     read naming another card, a look-alike, a misread number, garbage, footer lines of any card."""

@@ -116,8 +116,8 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
             assert observed(stage) == decisions, (stage, observed(stage), decisions)
         # Every located card is searched; its face is read only where the print could change the answer
         # (`fusion.picture_answer`). The three photos of base1/base4 reprints always are (only the print
-        # tells them apart); the two standard photos of unique Trainer Gallery artworks are answered by
-        # the picture alone, unread (at least one of them: each is ~0.95 similar, far past a lone answer).
+        # tells them apart); of the two standard photos of unique Trainer Gallery artworks, which the
+        # picture answers alone, at least one is not read (both, unless one needed its print to stand).
         assert observed("search") >= located
         assert 3 <= observed("read") <= located - 1, (observed("read"), located)
         stage_sum = "cardcat_scan_stage_seconds_sum"
