@@ -124,23 +124,23 @@ def scan_batch(models: dict[str, Any], bodies: list[bytes], spent: Spent) -> lis
     turned = [better_turn(False, True, up, down) for up, down in hits]
     answers: list[str | None] = [None] * len(bodies)
     # As `ScanPipeline.scan`: a face is read only where the print could change the answer.
-    unread: list[tuple[int, np.ndarray, bool, Hits]] = []
+    to_read: list[tuple[int, np.ndarray, bool, Hits]] = []
     for (i, face), (turn, h) in zip(faces, turned, strict=True):
         decision = picture_answer(dict(h), bundle.table, thresholds)
         if decision is None:
-            unread.append((i, face, turn, h))
+            to_read.append((i, face, turn, h))
         else:
             answers[i] = decision.matches[0][0]
     now = time.perf_counter()
     spent.stages_s["fuse"] += now - clock
     clock = now
-    footers = [footer_candidates(h, bundle.table, thresholds.race_window) for _, _, _, h in unread]
-    views = [half_turn(face) if turn else face for _, face, turn, _ in unread]
+    footers = [footer_candidates(h, bundle.table, thresholds.race_window) for _, _, _, h in to_read]
+    views = [half_turn(face) if turn else face for _, face, turn, _ in to_read]
     reads = reader.read_batch(views, footers) if views else []
     now = time.perf_counter()
     spent.stages_s["read"] += now - clock
     clock = now
-    for (i, _, _, h), read in zip(unread, reads, strict=True):
+    for (i, _, _, h), read in zip(to_read, reads, strict=True):
         decision = decide(dict(h), Read(**dataclasses.asdict(read)), bundle.table, thresholds)
         answers[i] = decision.matches[0][0] if decision.matches else None
     spent.stages_s["fuse"] += time.perf_counter() - clock

@@ -152,11 +152,11 @@ class ScanPipeline:
         spent["search"] = time.perf_counter() - started
         turned, hits = better_turn(False, True, upright, upside_down)
         started = time.perf_counter()
-        unread = picture_answer(dict(hits), table, self.thresholds)
+        answer = picture_answer(dict(hits), table, self.thresholds)
         fused_s = time.perf_counter() - started
-        if unread is not None:  # no read could change it: the face is never read
+        if answer is not None:  # no read could change it: the face is never read
             spent["fuse"] = fused_s
-            return unread
+            return answer
         footers = footer_candidates(hits, table, self.thresholds.race_window)
         started = time.perf_counter()
         read = await self.reader.read.remote((located.face, turned, footers))
