@@ -34,6 +34,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
+from benchmarks import host
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from tests.harness import REPO, SHARED_CATALOG, launch_scanner
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
@@ -243,6 +244,8 @@ def main() -> int:
         "hard_bucket": args.hard_bucket,
         "batch_wait_ms": args.batch_wait_ms,
         "cpu_count": __import__("os").cpu_count(),
+        # The networks' last bits, and so a few knife-edge answers, depend on the CPU's instructions.
+        "host": host.describe(yardstick=False),
         "python": platform.python_version(),
         "git_sha": subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO

@@ -45,6 +45,7 @@ from ray import serve
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import host
 from benchmarks.scan_load import (
     BENCH_RATE_LIMIT,
     SIZES,
@@ -267,12 +268,6 @@ async def measure(
     }
 
 
-def cpu_model() -> str:
-    """The CPU's name: a floor is a property of the machine, so the JSON says which."""
-    with open("/proc/cpuinfo") as f:
-        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", default="1,16")
@@ -356,8 +351,7 @@ def main() -> int:
         f"{np.mean([len(p) for p in photos]) / 1e3:.0f} KB",
         "cards_in_catalog": len(cards),
         "database": args.database,
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
+        "host": host.describe(),  # after the server stopped: the yardstick times a quiet machine
         "date": time.strftime("%Y-%m-%d"),
     }
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

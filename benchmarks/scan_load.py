@@ -48,6 +48,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
 
+from benchmarks import host
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from catalog_api.kit.metrics import SCAN_STAGES
 from tests.harness import REPO, SHARED_CATALOG, launch_scanner
@@ -387,6 +388,8 @@ def main() -> int:
     parser.add_argument("--idle-seconds", type=float, default=20, help="server CPU read idle first")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_load.json")
     args = parser.parse_args()
+    machine = host.describe()  # before the server starts: the yardstick times a quiet machine
+    print(f"machine: {host.summary(machine)}")
 
     expansions = args.expansion or [e["id"] for e in read_jsonl(feed_path(SHARED_CATALOG, "expansions"))]
     manifest = read_manifest(render_catalog(SHARED_CATALOG, DEFAULT_CACHE / "catalog", expansions))
@@ -437,6 +440,7 @@ def main() -> int:
         print(f"stage ms ({r['photos']}, c{r['concurrency']}, p50 {r['p50_ms']:.0f}): {stages}{read}")
     meta = {
         "device": device,
+        "host": machine,
         "cards_indexed": len(card_ids),
         "database": args.database,
         "python": platform.python_version(),

@@ -26,6 +26,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import host
 from benchmarks.scan_load import SIZES
 from tests.harness import REPO, SHARED_CATALOG
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
@@ -92,13 +93,15 @@ def main() -> int:
             [Image.open(io.BytesIO(b)).size[0] * Image.open(io.BytesIO(b)).size[1] for b in bodies]
         )
         results[size] = {"megapixels": round(float(megapixels) / 1e6, 2), "cpu_ms_per_photo": per_photo}
-    print(f"\nCPU ms per photo, one thread, batch {args.batch}")
+    machine = host.describe()
+    print(f"\nCPU ms per photo, one thread, batch {args.batch}; {host.summary(machine)}")
     print(f"{'photos':>6} {'MP':>5} " + " ".join(f"{stage:>14}" for stage in STAGES))
     for size, r in results.items():
         cells = " ".join(f"{r['cpu_ms_per_photo'][stage]:>14.1f}" for stage in STAGES)
         print(f"{size:>6} {r['megapixels']:>5.1f} {cells}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"batch": args.batch, "photos": args.photos, "sizes": results}, indent=2))
+    body = {"host": machine, "batch": args.batch, "photos": args.photos, "sizes": results}
+    args.out.write_text(json.dumps(body, indent=2))
     print(f"wrote {args.out}")
     return 0
 
