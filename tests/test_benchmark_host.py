@@ -18,10 +18,12 @@ def test_the_machine_is_described_from_cpuinfo_and_torch() -> None:
     facts = host.describe(yardstick=False)
     text = CPUINFO.read_text()
     flags_line = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
-    assert flags_line is not None
+    model_line = re.search(r"^model name\s*:(.*)$", text, re.MULTILINE)
+    if flags_line is None or model_line is None:
+        pytest.skip("/proc/cpuinfo names no x86 model and flags here (another architecture)")
     present = set(flags_line.group(1).split())
     assert facts["cpu_flags"] == [flag for flag in host.FLAGS if flag in present]
-    assert facts["cpu"] and facts["cpu"] in text
+    assert facts["cpu"] == model_line.group(1).strip()
     assert facts["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert "detector_view_ms" not in facts
     assert host.summary(facts).endswith(f"cores, {facts['torch_cpu_capability']}")
