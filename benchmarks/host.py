@@ -2,9 +2,10 @@
 
 The development machines are of one kind but not one CPU, and their names do not tell them apart: two
 machines that both report "AMD EPYC" ran the same detector view in ~6 ms (AVX-512) and in ~17 ms (AVX2
-only), so a scan's CPU differed ~1.5x with the same code. The scanner's networks spend most of a scan's
-CPU, and oneDNN picks its kernels by the vector instructions, which also move the networks' last
-floating-point bits (the accuracy benchmark answers a few knife-edge photos otherwise on another CPU).
+only), and the same code spent 98 and 194 ms of CPU a scan on them (docs/scanner-performance.md). The
+scanner's networks spend most of a scan's CPU, and oneDNN picks its kernels by the vector instructions,
+which also move the networks' last floating-point bits (the accuracy benchmark answers a few knife-edge
+photos otherwise on another CPU).
 So each result records the instruction set torch uses and a yardstick: one detector view, timed on one
 thread, the cost that dominates a scan on a CPU. Two runs are comparable only where both agree.
 """
