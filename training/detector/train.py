@@ -2,7 +2,9 @@
 
 Photos are synthesised on the fly (`training.synth`, seeds < 1_000_000) from the cached catalog faces; each
 gives one whole-photo view and zoomed views (see `data.py`). Loss: BCE with extra weight near the card's
-edges (corner precision comes from there) + soft Dice, on the card mask and on the top/bottom bands.
+edges (corner precision comes from there) + soft Dice, on the card mask and on the top/bottom bands. With
+`train.teacher` (a trained detector's weights) the same loss against its probabilities is mixed in: how a
+narrower network cut from it (`training.detector.slim`, `--init`) is distilled.
 
 The run lives in runs/detector/<name>/ (resolved config, git SHA, metrics.jsonl, curves.png, last.pt) and
 resumes from last.pt by default. The schedule follows max(step / steps, elapsed / budget), so a run on a
@@ -25,6 +27,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from models.checkpoints import load_weights, read_weights
 from models.detector import CardDetector, DetectorConfig, build_net
 from serve_app.config import resolve_device
 from training.curves import Panel, Series
@@ -69,6 +72,10 @@ DEFAULTS: dict[str, Any] = {
         "val_photos": 20,
         "ckpt_every": 50,
         "device": "auto",  # cuda when there is one (then raise data.workers: photos are made on the CPU)
+        # Distillation (`training.detector.slim`): a trained detector's weights file whose probabilities
+        # the network also learns, with this share of the loss ("": none).
+        "teacher": "",
+        "distill_weight": 0.5,
     },
 }
 
@@ -85,6 +92,33 @@ def detector_loss(logits: torch.Tensor, target: torch.Tensor, cfg: dict[str, Any
     dice = 1 - (2 * inter + 1) / (prob.sum((0, 2, 3)) + target.sum((0, 2, 3)) + 1)
     band = bce[:, 1:].mean() + dice[1:].mean()
     return mask_bce + cfg["dice_weight"] * dice[0] + cfg["band_weight"] * band
+
+
+def load_teacher(path: str, device: torch.device) -> torch.nn.Module | None:
+    """The frozen network a distillation run learns from (None without `train.teacher`)."""
+    if not path:
+        return None
+    blob = read_weights(Path(path).expanduser())
+    net = load_weights(build_net(DetectorConfig.from_dict(blob["config"])), blob).eval()
+    return net.to(device).to(memory_format=torch.channels_last).requires_grad_(False)
+
+
+def training_loss(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    x: torch.Tensor,
+    teacher: torch.nn.Module | None,
+    tc: dict[str, Any],
+) -> torch.Tensor:
+    """The detector loss against the photo's truth, mixed with the same loss against the teacher's
+    probabilities when there is one: its soft edges carry where it puts a side, which the corners need."""
+    loss = detector_loss(logits, target, tc)
+    if teacher is None:
+        return loss
+    with torch.no_grad():
+        soft = torch.sigmoid(teacher(x))
+    weight = tc["distill_weight"]
+    return (1 - weight) * loss + weight * detector_loss(logits, soft, tc)
 
 
 CURVES = (
@@ -162,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(faces)} training faces, {len(held)} held out; run dir {run.directory}")
 
     net = build_net(DetectorConfig.from_dict(cfg["model"])).to(device).to(memory_format=torch.channels_last)
+    teacher = load_teacher(tc["teacher"], device)
     opt = torch.optim.AdamW(net.parameters(), lr=tc["lr"], weight_decay=tc["weight_decay"])
     step, elapsed = 0, 0.0
     state = run.resume(args.fresh, map_location=device)
@@ -174,12 +209,17 @@ def main(argv: list[str] | None = None) -> int:
         run.clear_metrics()
         if args.init:
             state = run.start_from(net, args.init, opt, map_location=device)
-            if "opt" in state:  # a run's checkpoint: weights and optimizer state
+            origin = str(args.init)
+            if "slimmed_from" in state:  # a narrower cut of a trained detector (`training.detector.slim`)
+                facts = manifest_of(Path(state["slimmed_from"]))["training"]
+                done = facts.get("total_steps", facts["steps"]), facts.get("total_minutes", facts["minutes"])
+                origin = f"{args.init}, cut from {state['slimmed_from']}"
+            elif "opt" in state:  # a run's checkpoint: weights and optimizer state
                 done = (state["step"], state["elapsed"] / 60)
             else:  # exported weights (models/weights/detector.pt); their manifest says how they were made
                 facts = manifest_of(args.init)["training"]
                 done = facts.get("total_steps", facts["steps"]), facts.get("total_minutes", facts["minutes"])
-            run.note_init(f"{args.init} (step {done[0]}, {done[1]:.1f} min)")
+            run.note_init(f"{origin} (step {done[0]}, {done[1]:.1f} min)")
             print(f"initialised from {args.init} (its step {done[0]}); schedule starts over")
 
     val_batch = fixed_batch(range(VAL_SEED_BASE, VAL_SEED_BASE + 8), held, data_cfg)
@@ -225,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             group["lr"] = lr
         views, target = views.to(device, non_blocking=True), target.to(device, non_blocking=True)
         x = ((views.permute(0, 3, 1, 2).float() - 127.5) / 64.0).contiguous(memory_format=torch.channels_last)
-        loss = detector_loss(net(x), target, tc)
+        loss = training_loss(net(x), target, x, teacher, tc)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
