@@ -139,6 +139,13 @@ def build_net(cfg: DetectorConfig) -> DetectorNet:
     return DetectorNet(cfg.widths, cfg.decoder)
 
 
+def read_net(weights: Path) -> DetectorNet:
+    """The trainable fp32 network of a weights file, in eval mode (BatchNorm kept: a teacher to distil, a
+    network to cut), where `CardDetector` folds it for serving."""
+    blob = read_weights(weights)
+    return load_weights(build_net(DetectorConfig.from_dict(blob["config"])), blob).eval()
+
+
 def to_tensor(views: list[np.ndarray], device: str | torch.device = "cpu") -> torch.Tensor:
     """uint8 HxWx3 RGB views -> normalised NCHW float (channels_last: faster convolutions on CPU)."""
     return _normalise(torch.from_numpy(np.stack(views)).to(device))

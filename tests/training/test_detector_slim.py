@@ -8,16 +8,15 @@ import pytest
 import torch
 from torch import nn
 
-from models.checkpoints import load_weights, read_weights
-from models.detector import WEIGHTS, DetectorConfig, DetectorNet, build_net
+from models.checkpoints import load_weights
+from models.detector import WEIGHTS, DetectorConfig, DetectorNet, read_net
 from training.detector.slim import main as slim_main
 from training.detector.slim import slim
 from training.detector.train import DEFAULTS, detector_loss, load_teacher, training_loss
 
 
 def shipped() -> DetectorNet:
-    blob = read_weights(WEIGHTS)
-    return load_weights(build_net(DetectorConfig.from_dict(blob["config"])), blob).eval()
+    return read_net(WEIGHTS)
 
 
 def test_a_cut_at_full_width_is_the_teacher() -> None:

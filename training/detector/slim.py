@@ -20,8 +20,8 @@ from typing import cast
 import torch
 from torch import nn
 
-from models.checkpoints import atomic_save, load_weights, read_weights
-from models.detector import WEIGHTS, DetectorConfig, DetectorNet, build_net
+from models.checkpoints import atomic_save
+from models.detector import WEIGHTS, DetectorNet, read_net
 
 
 def _conv_norm(block: nn.Module) -> tuple[nn.Conv2d, nn.BatchNorm2d]:
@@ -88,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decoder", type=_ints, required=True, help="decoder widths, e.g. 48,32,16,12")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    blob = read_weights(args.weights)
-    teacher = load_weights(build_net(DetectorConfig.from_dict(blob["config"])), blob)
+    teacher = read_net(args.weights)
     student = slim(teacher, args.widths, args.decoder)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # The shape of a run's checkpoint without an optimiser: `train --init` starts a run from it.

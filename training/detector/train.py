@@ -27,8 +27,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from models.checkpoints import load_weights, read_weights
-from models.detector import CardDetector, DetectorConfig, build_net
+from models.detector import CardDetector, DetectorConfig, build_net, read_net
 from serve_app.config import resolve_device
 from training.curves import Panel, Series
 from training.detector.data import PhotoBatches, face_paths, fixed_batch
@@ -98,9 +97,14 @@ def load_teacher(path: str, device: torch.device) -> torch.nn.Module | None:
     """The frozen network a distillation run learns from (None without `train.teacher`)."""
     if not path:
         return None
-    blob = read_weights(Path(path).expanduser())
-    net = load_weights(build_net(DetectorConfig.from_dict(blob["config"])), blob).eval()
-    return net.to(device).to(memory_format=torch.channels_last).requires_grad_(False)
+    net = read_net(Path(path).expanduser()).to(device)
+    return net.to(memory_format=torch.channels_last).requires_grad_(False)
+
+
+def trained_so_far(weights: Path) -> tuple[int, float]:
+    """Steps and minutes of training behind exported weights, all runs since the first: their manifest."""
+    facts = manifest_of(weights)["training"]
+    return facts.get("total_steps", facts["steps"]), facts.get("total_minutes", facts["minutes"])
 
 
 def training_loss(
@@ -211,14 +215,12 @@ def main(argv: list[str] | None = None) -> int:
             state = run.start_from(net, args.init, opt, map_location=device)
             origin = str(args.init)
             if "slimmed_from" in state:  # a narrower cut of a trained detector (`training.detector.slim`)
-                facts = manifest_of(Path(state["slimmed_from"]))["training"]
-                done = facts.get("total_steps", facts["steps"]), facts.get("total_minutes", facts["minutes"])
+                done = trained_so_far(Path(state["slimmed_from"]))
                 origin = f"{args.init}, cut from {state['slimmed_from']}"
             elif "opt" in state:  # a run's checkpoint: weights and optimizer state
                 done = (state["step"], state["elapsed"] / 60)
-            else:  # exported weights (models/weights/detector.pt); their manifest says how they were made
-                facts = manifest_of(args.init)["training"]
-                done = facts.get("total_steps", facts["steps"]), facts.get("total_minutes", facts["minutes"])
+            else:  # exported weights (models/weights/detector.pt)
+                done = trained_so_far(args.init)
             run.note_init(f"{origin} (step {done[0]}, {done[1]:.1f} min)")
             print(f"initialised from {args.init} (its step {done[0]}); schedule starts over")
 
