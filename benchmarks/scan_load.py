@@ -16,7 +16,8 @@ total. **Stage ms** are the scanner's own mean stage times over the window (`car
 from `/metrics`: decode and locate in the Detector replica; search and read as the ingress waits for
 them, queueing and batch waits included), each over the scans that went through it (**stage counts**:
 fewer `read` than `search`, since a face is read only where the print could change the answer); the
-client's latency less `total` is the ingress and HTTP.
+client's latency less `total` is the ingress and HTTP. **sys ms** is the kernel's part of the CPU; each
+row's JSON also has minor page faults and RSS by process (which process a change comes from).
 Before any load, the server's CPU over `--idle-seconds` with nothing in flight (Ray's own loops) goes
 into the JSON's meta. The headline row (`--headline`, default concurrency 16 on the mixed photos) is run
 `--repeat` times and its medians reported.
@@ -120,6 +121,24 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
     return out
 
 
+Kernel = dict[int, tuple[float, int]]
+
+
+def kernel_use(pids: list[int]) -> Kernel:
+    """(system seconds, minor page faults) per live process, reaped children's included (fields 10-11,
+    15 and 17 of stat): the kernel's share of `cpu_seconds`, and the faults that are most of it where a
+    process keeps giving memory back and asking for it again (`serve_app.allocator`)."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = ((int(fields[12]) + int(fields[14])) / CLOCK_TICKS, int(fields[7]) + int(fields[8]))
+    return out
+
+
 def memory_kib(pids: list[int]) -> tuple[int, int]:
     """(sum of VmRSS, sum of Pss) in KiB over `pids`."""
     rss = pss = 0
@@ -133,6 +152,15 @@ def memory_kib(pids: list[int]) -> tuple[int, int]:
         except OSError:
             continue
     return rss, pss
+
+
+def rss_by_role(pids: list[int]) -> dict[str, float]:
+    """VmRSS in MiB by process role, largest first: which process a change in the total comes from."""
+    out: dict[str, float] = {}
+    for pid in pids:
+        rss, _ = memory_kib([pid])
+        out[role(pid)] = out.get(role(pid), 0.0) + rss / 1024
+    return {name: round(mib) for name, mib in sorted(out.items(), key=lambda kv: -kv[1])}
 
 
 def used_between(before: dict[int, float], after: dict[int, float]) -> float:
@@ -158,6 +186,14 @@ def by_role(before: dict[int, float], after: dict[int, float]) -> dict[str, floa
     out: dict[str, float] = {}
     for pid, t in after.items():
         out[role(pid)] = out.get(role(pid), 0.0) + t - before.get(pid, 0.0)
+    return out
+
+
+def faults_by_role(before: Kernel, after: Kernel) -> dict[str, int]:
+    """Minor page faults in the window by process role (`by_role`'s rule)."""
+    out: dict[str, int] = {}
+    for pid, (_, n) in after.items():
+        out[role(pid)] = out.get(role(pid), 0) + n - before.get(pid, (0.0, 0))[1]
     return out
 
 
@@ -201,9 +237,12 @@ class Row:
     server_cpu_s: float = 0.0
     cpu_by_role: dict[str, float] = field(default_factory=dict)
     postgres_cpu_s: float = 0.0
+    server_sys_s: float = 0.0
+    faults_by_role: dict[str, int] = field(default_factory=dict)
     stage_ms: dict[str, float] = field(default_factory=dict)
     stage_counts: dict[str, int] = field(default_factory=dict)
     rss_kib: int = 0
+    rss_mib_by_role: dict[str, float] = field(default_factory=dict)
     pss_kib: int = 0
 
     def summary(self) -> dict[str, Any]:
@@ -226,11 +265,19 @@ class Row:
                 for name, t in sorted(self.cpu_by_role.items(), key=lambda kv: -kv[1])
             },
             "postgres_cpu_ms_per_scan": 1000 * self.postgres_cpu_s / max(answered, 1),
+            # The kernel's part of server_cpu_ms_per_scan, and the minor page faults behind most of it.
+            "server_sys_cpu_ms_per_scan": 1000 * self.server_sys_s / max(answered, 1),
+            "server_minor_faults_per_scan": sum(self.faults_by_role.values()) / max(answered, 1),
+            "minor_faults_per_scan_by_process": {
+                name: round(n / max(answered, 1))
+                for name, n in sorted(self.faults_by_role.items(), key=lambda kv: -kv[1])
+            },
             "stage_ms_mean": self.stage_ms,
             # How many scans passed through each stage: fewer `read` than `search` where the picture alone
             # answered a unique artwork (`fusion.picture_answer`).
             "stage_counts": self.stage_counts,
             "server_rss_gib": self.rss_kib / 2**20,
+            "rss_mib_by_process": self.rss_mib_by_role,
             "server_pss_gib": self.pss_kib / 2**20,
         }
 
@@ -302,15 +349,20 @@ async def closed_loop(
     pg = postgres_pids()
     stages_before = await stage_totals(client)
     cpu_before, pg_before = cpu_seconds(pids), cpu_seconds(pg)
+    kernel_before = kernel_use(pids)
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     row.seconds = time.perf_counter() - started
     pids = process_tree(server_pid)
     cpu_after = cpu_seconds(pids)
+    kernel_after = kernel_use(pids)
+    row.server_sys_s = sum(t - kernel_before.get(pid, (0.0, 0))[0] for pid, (t, _) in kernel_after.items())
+    row.faults_by_role = faults_by_role(kernel_before, kernel_after)
     row.server_cpu_s = used_between(cpu_before, cpu_after)
     row.cpu_by_role = by_role(cpu_before, cpu_after)
     row.postgres_cpu_s = used_between(pg_before, cpu_seconds(pg))
     row.rss_kib, row.pss_kib = memory_kib(pids)
+    row.rss_mib_by_role = rss_by_role(pids)
     stages_after = await stage_totals(client)
     row.stage_ms = stage_means(stages_before, stages_after)
     row.stage_counts = stage_counts(stages_before, stages_after)
@@ -353,7 +405,7 @@ async def run_all(
 
 HEADER = (
     f"{'photos':>6} {'conc':>4} {'scans':>5} {'scans/s':>7} {'p50':>6} {'p95':>6} {'p99':>6} "
-    f"{'errors':>8} {'top-1':>6} {'CPU ms/scan':>11} {'PG ms':>6} {'RSS GiB':>7} {'PSS GiB':>7}"
+    f"{'errors':>8} {'top-1':>6} {'CPU ms/scan':>11} {'sys ms':>6} {'PG ms':>6} {'RSS GiB':>7} {'PSS GiB':>7}"
 )
 
 
@@ -364,7 +416,7 @@ def print_row(r: dict[str, Any], flush: bool = False) -> None:
         f"{r['photos']:>6} {r['concurrency']:>4} {r.get('scans', 0):>5} {r['scans_per_s']:>7.1f} "
         f"{r['p50_ms']:>6.0f} {r['p95_ms']:>6.0f} {r['p99_ms']:>6.0f} {errors or '0':>8} "
         f"{100 * r['top1']:>5.1f}% {r['server_cpu_ms_per_scan']:>11.1f} "
-        f"{r['postgres_cpu_ms_per_scan']:>6.1f} "
+        f"{r['server_sys_cpu_ms_per_scan']:>6.1f} {r['postgres_cpu_ms_per_scan']:>6.1f} "
         f"{r['server_rss_gib']:>7.2f} {r['server_pss_gib']:>7.2f}",
         flush=flush,
     )
@@ -419,6 +471,7 @@ def main() -> int:
             print(
                 f"server up: {count} processes, RSS {idle[0] / 2**20:.2f} GiB, PSS {idle[1] / 2**20:.2f} GiB"
             )
+            print(f"RSS by process, MiB: {rss_by_role(process_tree(server_pid))}")
             idle_cpu = idle_cost(server_pid, args.idle_seconds)
             print(f"idle: {idle_cpu['total']} ms of CPU a second ({idle_cpu['by_process']})")
             print(HEADER)
