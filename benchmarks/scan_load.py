@@ -435,6 +435,9 @@ def main() -> int:
     parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="fp32")
     parser.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per model replica")
     parser.add_argument(
+        "--embedder-runtime", choices=("torch", "onnx"), default="torch", help="CARDCAT_SCAN_EMBEDDER_RUNTIME"
+    )
+    parser.add_argument(
         "--batch-wait-ms", type=float, default=0.0, help="each model batch's wait for company"
     )
     parser.add_argument("--idle-seconds", type=float, default=20, help="server CPU read idle first")
@@ -462,6 +465,7 @@ def main() -> int:
             CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
             CARDCAT_SCAN_DETECTOR_PRECISION=args.detector_precision,
             CARDCAT_SCAN_THREADS=str(args.threads),
+            CARDCAT_SCAN_EMBEDDER_RUNTIME=args.embedder_runtime,
             CARDCAT_SCAN_BATCH_WAIT_MS=str(args.batch_wait_ms),
         )
         try:

@@ -4,18 +4,21 @@ Shipped weights (`models/weights/*.pt`) hold fp16 floating tensors under `state_
 their model needs to be rebuilt (`config`, `model`, or `arch`/`vocab`); a run's `last.pt` holds fp32
 tensors and the optimiser state. Loading always casts floating tensors to fp32 and leaves integer ones
 (BatchNorm's `num_batches_tracked`) as they are, so a network loads the same from either file.
+torch is imported where a file is read or written, not here: a replica that runs its network in ONNX
+Runtime checks its weights' version (`weights_version`) without loading torch.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
-ModuleT = TypeVar("ModuleT", bound=nn.Module)
+ModuleT = TypeVar("ModuleT", bound="nn.Module")
 
 
 def weights_sha256(path: Path) -> str:
@@ -42,6 +45,8 @@ def state_dict_of(blob: Any) -> dict[str, torch.Tensor]:
 
 def read_weights(path: Path) -> dict[str, Any]:
     """A weights file's blob on the CPU: tensors and plain data only (`weights_only`: no code runs)."""
+    import torch
+
     return torch.load(Path(path), map_location="cpu", weights_only=True)
 
 
@@ -63,6 +68,8 @@ def fp16_state(module: nn.Module) -> dict[str, torch.Tensor]:
 
 def atomic_save(obj: Any, path: Path) -> None:
     """torch.save through a temporary file beside `path`: a reader or a crash never sees half a file."""
+    import torch
+
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(obj, tmp)

@@ -1,4 +1,5 @@
-"""Where a network runs: in this process (PyTorch) or on a Triton Inference Server, behind one protocol.
+"""Where a network runs: in this process (PyTorch or ONNX Runtime) or on a Triton Inference Server, behind
+one protocol.
 
 The detector and the embedder are pure tensor-in, tensor-out graphs (`DetectorGraph`, `EmbedderGraph`):
 everything before and after them (letterboxing, quad fitting, resizing, the index) stays in Python and is
@@ -6,6 +7,8 @@ the same whichever backend runs the graph. `open_session` picks the backend from
 immich's `sessions/<backend>.py` hides ONNX Runtime, ARM NN and RKNN behind one `ModelSession`.
 `deploy/triton/export.py` writes these graphs as a Triton model repository under the same tensor names.
 The OCR model (docTR) is not a single graph (its decoding is Python) and always runs in-process.
+This module imports torch only where a torch session is built, so a replica whose network runs in ONNX
+Runtime (`OnnxSession`) never loads it (~690 MB of RSS for this CUDA build of torch against ~60).
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import torch
-from torch import nn
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 class Session(Protocol):
@@ -31,9 +37,11 @@ class Session(Protocol):
 
 @dataclass(frozen=True)
 class Backend:
-    """Which runtime serves a model. `torch` is today's in-process path; `triton` sends the same tensors
-    to `triton_url` (host:port of Triton's HTTP endpoint), model `triton_model` (default: the model's own
-    name in the exported repository), version `triton_version` ("" lets the server's policy choose).
+    """Which runtime serves a model. `torch` is today's in-process path; `onnx` runs the model's ONNX
+    export in-process in ONNX Runtime on the CPU with `threads` threads (the embedder; no torch in the
+    process); `triton` sends the same tensors to `triton_url` (host:port of Triton's HTTP endpoint), model
+    `triton_model` (default: the model's own name in the exported repository), version `triton_version`
+    ("" lets the server's policy choose).
 
     `precision` is the in-process arithmetic: "fp32", "bf16" (autocast), or "auto": bf16 on a CPU that
     computes it natively (AVX512-BF16 or AMX: half the detector network's time, probabilities within
@@ -46,6 +54,7 @@ class Backend:
     triton_version: str = ""
     timeout_s: float = 60.0
     precision: str = "fp32"
+    threads: int = 1
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Backend:
@@ -59,6 +68,7 @@ def fold_batchnorm(module: nn.Module) -> nn.Module:
     Inference only (eval mode): a frozen BatchNorm is an affine map, so the folded conv computes the same
     values (to float rounding, ~1e-5) without a second pass over every activation. Measured on one CPU
     thread: the OCR model's 10 crops 28 -> 17 ms, a detector view 6.9 -> 6.1 ms."""
+    from torch import nn
     from torch.nn.utils.fusion import fuse_conv_bn_eval
 
     for child in module.children():
@@ -73,11 +83,15 @@ def fold_batchnorm(module: nn.Module) -> nn.Module:
 
 def native_bf16(device: torch.device) -> bool:
     """Whether bf16 is worth it here: a CPU with bf16 instructions (oneDNN says), not an emulation."""
+    import torch
+
     return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype a `Backend.precision` means on `device` (None: plain fp32)."""
+    import torch
+
     match precision:
         case "fp32":
             return None
@@ -101,15 +115,21 @@ class TorchSession:
         device: Any,
         precision: str = "fp32",
     ) -> None:
+        import torch
+
         self.module, self.device = module, torch.device(device)
         self.input_names, self.output_names = input_names, output_names
         self.autocast = autocast_dtype(precision, self.device)
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import torch
+
         return self.run_tensors({name: torch.from_numpy(inputs[name]) for name in self.input_names})
 
     def run_tensors(self, inputs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
         """`run` for tensors, e.g. views already cut on the session's device: no NumPy round trip."""
+        import torch
+
         dtype = self.autocast
         with (
             torch.inference_mode(),
@@ -118,6 +138,31 @@ class TorchSession:
             out = self.module(*(inputs[name].to(self.device) for name in self.input_names))
             outs = out if isinstance(out, tuple | list) else (out,)
             return {name: t.float().cpu().numpy() for name, t in zip(self.output_names, outs, strict=True)}
+
+
+class OnnxSession:
+    """An ONNX export run by ONNX Runtime on the CPU, in this process. The file's metadata (key -> string)
+    is `parameters`, as a Triton model's config parameters are, so `check_version` refuses an export made
+    from other weights the same way."""
+
+    def __init__(self, path: Path, threads: int = 1) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = max(1, threads)
+        options.inter_op_num_threads = 1  # one graph at a time; replicas already run side by side
+        self.path = Path(path)
+        self.model = self.path.name
+        self.session = onnxruntime.InferenceSession(
+            str(self.path), options, providers=["CPUExecutionProvider"]
+        )
+        self.input_names = tuple(t.name for t in self.session.get_inputs())
+        self.output_names = tuple(t.name for t in self.session.get_outputs())
+        self.parameters: dict[str, str] = dict(self.session.get_modelmeta().custom_metadata_map)
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        feeds = {name: np.ascontiguousarray(inputs[name]) for name in self.input_names}
+        return dict(zip(self.output_names, self.session.run(list(self.output_names), feeds), strict=True))
 
 
 class TritonSession:
@@ -206,11 +251,13 @@ def open_graph(
 
 
 def check_version(session: Session, version: str) -> None:
-    """Refuse a Triton model exported from other weights than the local file (whose config and, for the
-    embedder, whose index assume them). Repositories that do not record it (pytriton's) are trusted."""
+    """Refuse a Triton model or an ONNX file exported from other weights than the local file (whose config
+    and, for the embedder, whose index assume them). Repositories that do not record it (pytriton's) are
+    trusted; an ONNX file that does not must be re-exported."""
     served = getattr(session, "parameters", {}).get("cardcat_version")
+    if isinstance(session, OnnxSession) and not served:
+        raise ValueError(f"{session.path} records no cardcat_version: export it again")
     if served and served != version:
+        kind = "ONNX file" if isinstance(session, OnnxSession) else "Triton model"
         model = getattr(session, "model", "?")
-        raise ValueError(
-            f"Triton model {model!r} was exported from weights {served}, the local ones are {version}"
-        )
+        raise ValueError(f"{kind} {model!r} was exported from weights {served}, the local ones are {version}")

@@ -75,17 +75,22 @@ def _set_batching(method: Any, config: dict[str, Any]) -> None:
         method.set_batch_wait_timeout_s(float(config["batch_wait_ms"]) / 1000)
 
 
-def _limit_threads(device: str, threads: int) -> None:
+def _limit_threads(device: str, threads: int, torch_too: bool = True) -> None:
     """One intra-op thread per CPU replica unless told otherwise, for torch and OpenCV alike: replicas
     already run side by side, and extra threads only spin-wait between a small network's layers or split
     a 224-px resize (CPU spent, nothing gained). OpenCV's default pool (a thread per core) cost the
-    Detector ~15% more CPU per photo than one thread, for the same corners."""
+    Detector ~15% more CPU per photo than one thread, for the same corners. `torch_too=False`: a replica
+    that never loads torch (its network in ONNX Runtime, which takes its thread count itself)."""
     import cv2
+
+    if device == "cpu":
+        cv2.setNumThreads(max(1, threads))
+    if not torch_too:
+        return
     import torch
 
     if device == "cpu":
         torch.set_num_threads(max(1, threads))
-        cv2.setNumThreads(max(1, threads))
     if torch.get_num_interop_threads() != 1:
         with contextlib.suppress(RuntimeError):  # fixed for good once torch ran anything in this process
             torch.set_num_interop_threads(1)
@@ -216,9 +221,12 @@ class Embedder:
         from models.sessions import Backend
         from serve_app.index_bundle import BundleWatcher
 
-        device = resolve_device(device)
-        _limit_threads(device, threads)
-        self.model = CardEmbedder(Path(weights), device, backend=Backend.from_dict(backend))
+        runtime = Backend.from_dict({**(backend or {}), "threads": threads})
+        onnx = runtime.kind == "onnx"
+        # ONNX Runtime runs on the CPU here; asking torch whether there is a GPU would load torch.
+        device = "cpu" if onnx else resolve_device(device)
+        _limit_threads(device, threads, torch_too=not onnx)
+        self.model = CardEmbedder(Path(weights), device, backend=runtime)
         # On a GPU the index is searched there too (one exact matrix product, models.tensor_ops).
         self.search_device = device if device.startswith("cuda") else None
         self.top_k = top_k
@@ -344,8 +352,10 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
     device = config.device
     # Fractional CPUs so the four deployments fit a 2-core machine; the model deployments share a GPU.
     models = {"num_cpus": 0.5, **({"num_gpus": 0.25} if _wants_gpu(device) else {})}
-    # With backend: triton the detector and embedder replicas only pre- and post-process: no GPU.
+    # With backend: triton the detector and embedder replicas only pre- and post-process: no GPU; nor does
+    # an embedder whose network runs in ONNX Runtime (on the CPU).
     tensor_models = models if config.backend == "torch" else {"num_cpus": 0.5}
+    embedder_models = tensor_models if config.embedder_runtime == "torch" else {"num_cpus": 0.5}
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
     deployments: Any = {"detector": Detector, "embedder": Embedder, "reader": Reader, "service": ScanService}
     deployments.update(classes or {})
@@ -355,7 +365,7 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
         name=DETECTOR, ray_actor_options=tensor_models, num_replicas=replicas
     )
     embedder = deployments["embedder"].options(
-        name=EMBEDDER, ray_actor_options=tensor_models, num_replicas=replicas
+        name=EMBEDDER, ray_actor_options=embedder_models, num_replicas=replicas
     )
     reader = deployments["reader"].options(name=READER, ray_actor_options=models, num_replicas=replicas)
     service = deployments["service"].options(name=SERVICE, ray_actor_options={"num_cpus": 0.25})
@@ -373,7 +383,7 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
             config.index_dir,
             device,
             config.top_k,
-            config.backend_options(),
+            config.embedder_options(),
             threads,
             batch_wait_ms=wait,
         ),

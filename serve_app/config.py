@@ -42,6 +42,19 @@ class ScanConfig:
     # reprint near-ties (benchmarks/results/*_bf16.json), so fp32 stays the default. The embedder stays
     # fp32, the arithmetic its index was built with; the OCR network gained nothing from bf16.
     detector_precision: str = "fp32"
+    # Where the embedder's network runs when `backend` is "torch": "torch", or "onnx": its ONNX export
+    # (`models/weights/embedder.onnx`, `python -m training.embedder.export_onnx`) in ONNX Runtime on the
+    # CPU. An "onnx" replica never imports torch: ~60 MB of runtime instead of ~690 for this CUDA build,
+    # vectors within ~1e-7 of torch's (docs/scanner-performance.md, "The embedder without torch"). It
+    # searches on the CPU even where the node has a GPU.
+    embedder_runtime: str = "torch"
+
+    def embedder_options(self) -> dict[str, Any]:
+        """What the Embedder's models.sessions.Backend.from_dict takes."""
+        options = self.backend_options()
+        if self.backend == "torch" and self.embedder_runtime == "onnx":
+            options["kind"] = "onnx"
+        return options
 
     def backend_options(self, precision: str = "fp32") -> dict[str, Any]:
         """What models.sessions.Backend.from_dict takes."""

@@ -68,6 +68,7 @@ def scan_config(settings: Settings) -> ScanConfig:
         index_dir=str(settings.index_dir),
         replicas=settings.scan_replicas,
         detector_precision=settings.scan_detector_precision,
+        embedder_runtime=settings.scan_embedder_runtime,
         threads=settings.scan_threads,
         batch_wait_ms=settings.scan_batch_wait_ms,
     )

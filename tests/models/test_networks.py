@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from models import detector, embedder
+from models import detector, embedder, embedder_net
 from models.checkpoints import load_weights, read_weights, state_dict_of
 from models.sessions import fold_batchnorm
 from tests.models.conftest import WEIGHTS, require_weights
@@ -38,10 +38,10 @@ def test_detector_net_maps_views_to_three_maps_at_input_resolution() -> None:
 
 def test_embedder_net_maps_faces_to_unit_vectors() -> None:
     torch.manual_seed(0)
-    net = embedder.build_net({"dim": 64}).eval()
+    net = embedder_net.build_net({"dim": 64}).eval()
     faces = torch.randint(0, 256, (3, embedder.INPUT_H, embedder.INPUT_W, 3), dtype=torch.uint8)
     with torch.inference_mode():
-        vectors = embedder.EmbedderGraph(net)(faces)
+        vectors = embedder_net.EmbedderGraph(net)(faces)
     assert vectors.shape == (3, 64) and vectors.dtype == torch.float32
     torch.testing.assert_close(vectors.norm(dim=1), torch.ones(3), rtol=0, atol=1e-5)
 
@@ -59,11 +59,11 @@ def test_shipped_weights_are_deterministic_and_fold_to_the_same_outputs(name: st
         )
         graph: torch.nn.Module = detector.DetectorGraph(load_weights(net, blob).eval())
     else:
-        net = embedder.build_net(blob["model"])
+        net = embedder_net.build_net(blob["model"])
         x = torch.randint(
             0, 256, (2, 134, 96, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)
         )
-        graph = embedder.EmbedderGraph(load_weights(net, blob).eval())
+        graph = embedder_net.EmbedderGraph(load_weights(net, blob).eval())
     with torch.inference_mode():
         first, second = graph(x), graph(x)
         folded = fold_batchnorm(copy.deepcopy(graph))(x)
@@ -96,7 +96,8 @@ def test_embedder_weights_match_their_manifest() -> None:
     assert model.dim == manifest["dim"] and list(model.input_size) == manifest["input_size"]
     blob = read_weights(WEIGHTS / "embedder.pt")
     assert blob["model"] == manifest["config"]["model"]
-    assert _params(load_weights(embedder.build_net(blob["model"]), blob)) == manifest["params"]  # unfolded
+    unfolded = load_weights(embedder_net.build_net(blob["model"]), blob)
+    assert _params(unfolded) == manifest["params"]
     assert (WEIGHTS / "embedder.pt").stat().st_size == manifest["size_bytes"]
 
 

@@ -17,12 +17,16 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     monkeypatch.setenv("CARDCAT_SCAN_REPLICAS", "2")
     monkeypatch.setenv("CARDCAT_SCAN_DETECTOR_PRECISION", "bf16")
     monkeypatch.setenv("CARDCAT_SCAN_BATCH_WAIT_MS", "7.5")
+    monkeypatch.setenv("CARDCAT_SCAN_EMBEDDER_RUNTIME", "onnx")
     config = scan_config(Settings())
     assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
+    assert config.embedder_options()["kind"] == "onnx" and config.backend_options()["kind"] == "torch"
     assert config.batch_wait_ms == 7.5
     assert config.index_dir == str(Settings().index_dir)
     monkeypatch.delenv("CARDCAT_SCAN_THREADS")
     monkeypatch.delenv("CARDCAT_SCAN_BATCH_WAIT_MS")
+    monkeypatch.delenv("CARDCAT_SCAN_EMBEDDER_RUNTIME")
+    assert scan_config(Settings()).embedder_options()["kind"] == "torch"
     assert scan_config(Settings()).threads == 1
     assert scan_config(Settings()).batch_wait_ms == Settings().scan_batch_wait_ms
 

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from models.embedder import INPUT_H, INPUT_W, prepare, to_tensor
+from models.embedder import INPUT_H, INPUT_W, prepare
+from models.embedder_net import to_tensor
 from models.geometry import read_face
 from training.renders import read_manifest
 from training.synth import Difficulty, photo_view

@@ -28,7 +28,8 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from models.checkpoints import atomic_save, fp16_state
-from models.embedder import build_net, prepare, to_tensor
+from models.embedder import prepare
+from models.embedder_net import build_net, to_tensor
 from models.geometry import read_face
 from serve_app.config import resolve_device
 from training.curves import Panel, Series
