@@ -108,35 +108,34 @@ def postgres_pids() -> list[int]:
     return pids
 
 
+def stat_counters(pids: list[int], fields: tuple[int, ...], scale: float = 1.0) -> dict[int, float]:
+    """The sum of the given fields of `/proc/<pid>/stat` (numbered as proc(5) numbers them) per live
+    process, times `scale`; a process gone since is left out."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                after_name = f.read().rsplit(")", 1)[1].split()  # field 3 onwards: the name may hold spaces
+        except OSError:
+            continue
+        out[pid] = sum(int(after_name[n - 3]) for n in fields) * scale
+    return out
+
+
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
     """user+system seconds per live process, its reaped children's included (fields 14-17 of stat)."""
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[pid] = sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
-    return out
+    return stat_counters(pids, (14, 15, 16, 17), 1 / CLOCK_TICKS)
 
 
-Kernel = dict[int, tuple[float, int]]
+def system_seconds(pids: list[int]) -> dict[int, float]:
+    """The kernel's share of `cpu_seconds` (fields 15 and 17 of stat)."""
+    return stat_counters(pids, (15, 17), 1 / CLOCK_TICKS)
 
 
-def kernel_use(pids: list[int]) -> Kernel:
-    """(system seconds, minor page faults) per live process, reaped children's included (fields 10-11,
-    15 and 17 of stat): the kernel's share of `cpu_seconds`, and the faults that are most of it where a
-    process keeps giving memory back and asking for it again (`serve_app.allocator`)."""
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[pid] = ((int(fields[12]) + int(fields[14])) / CLOCK_TICKS, int(fields[7]) + int(fields[8]))
-    return out
+def minor_faults(pids: list[int]) -> dict[int, float]:
+    """Minor page faults per live process, its reaped children's included (fields 10 and 11 of stat): the
+    kernel's work where a process keeps giving memory back and asking for it again."""
+    return stat_counters(pids, (10, 11))
 
 
 def memory_kib(pids: list[int]) -> tuple[int, int]:
@@ -189,14 +188,6 @@ def by_role(before: dict[int, float], after: dict[int, float]) -> dict[str, floa
     return out
 
 
-def faults_by_role(before: Kernel, after: Kernel) -> dict[str, int]:
-    """Minor page faults in the window by process role (`by_role`'s rule)."""
-    out: dict[str, int] = {}
-    for pid, (_, n) in after.items():
-        out[role(pid)] = out.get(role(pid), 0) + n - before.get(pid, (0.0, 0))[1]
-    return out
-
-
 def idle_cost(server_pid: int, seconds: float) -> dict[str, Any]:
     """CPU milliseconds a second the server spends with no request in flight (Ray's control loops,
     heartbeats and metrics), in all and by process: at n scans/s it adds total/n ms to every scan."""
@@ -238,7 +229,7 @@ class Row:
     cpu_by_role: dict[str, float] = field(default_factory=dict)
     postgres_cpu_s: float = 0.0
     server_sys_s: float = 0.0
-    faults_by_role: dict[str, int] = field(default_factory=dict)
+    faults_by_role: dict[str, float] = field(default_factory=dict)
     stage_ms: dict[str, float] = field(default_factory=dict)
     stage_counts: dict[str, int] = field(default_factory=dict)
     rss_kib: int = 0
@@ -349,15 +340,14 @@ async def closed_loop(
     pg = postgres_pids()
     stages_before = await stage_totals(client)
     cpu_before, pg_before = cpu_seconds(pids), cpu_seconds(pg)
-    kernel_before = kernel_use(pids)
+    sys_before, faults_before = system_seconds(pids), minor_faults(pids)
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     row.seconds = time.perf_counter() - started
     pids = process_tree(server_pid)
     cpu_after = cpu_seconds(pids)
-    kernel_after = kernel_use(pids)
-    row.server_sys_s = sum(t - kernel_before.get(pid, (0.0, 0))[0] for pid, (t, _) in kernel_after.items())
-    row.faults_by_role = faults_by_role(kernel_before, kernel_after)
+    row.server_sys_s = used_between(sys_before, system_seconds(pids))
+    row.faults_by_role = by_role(faults_before, minor_faults(pids))
     row.server_cpu_s = used_between(cpu_before, cpu_after)
     row.cpu_by_role = by_role(cpu_before, cpu_after)
     row.postgres_cpu_s = used_between(pg_before, cpu_seconds(pg))

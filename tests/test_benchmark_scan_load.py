@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.scan_load import faults_by_role, kernel_use, role, rss_by_role
+from benchmarks.scan_load import by_role, minor_faults, role, rss_by_role, system_seconds
 
 # A child that, when told, fills 64 MiB it never had (every page faulted in), then waits to be read.
 CHILD = """
@@ -29,17 +29,17 @@ def test_a_process_that_fills_new_memory_shows_its_faults_and_rss() -> None:
     assert child.stdin is not None and child.stdout is not None
     try:
         pids = [child.pid]
-        before, rss_before = kernel_use(pids), rss_by_role(pids)
+        faults_before, sys_before, rss_before = minor_faults(pids), system_seconds(pids), rss_by_role(pids)
         child.stdin.write("go\n")
         child.stdin.flush()
         assert child.stdout.readline().strip() == "filled"
-        after, rss_after = kernel_use(pids), rss_by_role(pids)
+        faults_after, sys_after, rss_after = minor_faults(pids), system_seconds(pids), rss_by_role(pids)
         name = role(child.pid)
-        faults = faults_by_role(before, after)
+        faults = by_role(faults_before, faults_after)
         # 64 MiB is 16,384 pages of 4 KiB, each faulted in; where the kernel hands out 2 MiB pages unasked
         # (transparent huge pages "always") it is 32 faults, so that is the floor asserted.
         assert faults == {name: faults[name]} and faults[name] >= 32
-        assert after[child.pid][0] >= before[child.pid][0]  # system seconds never go back
+        assert sys_after[child.pid] >= sys_before[child.pid]  # system seconds never go back
         assert rss_after[name] - rss_before[name] >= 60  # MiB
     finally:
         child.kill()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import torch
 import torch.nn.functional as F
@@ -75,8 +76,6 @@ def test_an_export_from_other_weights_or_none_is_refused(tmp_path: Path) -> None
 
 def test_the_exporter_writes_what_the_embedder_loads(tmp_path: Path) -> None:
     out = export(WEIGHTS, tmp_path / "embedder.onnx")
-    import onnx
-
     meta = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
     assert meta["cardcat_version"] == weights_version(WEIGHTS)
     assert json.loads(meta["cardcat_model"])["dim"] == 128
