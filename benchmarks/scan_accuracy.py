@@ -10,7 +10,7 @@ and writes JSON. Hard photos come from `training.synth`'s `hard` bucket (#13) un
 hard-v1` asks for the one every figure before #13 was measured on (no-card photos follow the same choice).
 
     .venv/bin/python benchmarks/scan_accuracy.py [--standard 600 --hard 300 --nocard 200] [--expansion ID]
-        [--hard-bucket hard|hard-v1]
+        [--hard-bucket hard|hard-v1] [--{detector,embedder,reader}-runtime torch|onnx]
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ TARGETS = {
     "all.confident_wrong": ("<=", 0.002),
     "nocard.false_match": ("<=", 0.005),
 }
+# The scanner's model replicas, each with a `CARDCAT_SCAN_<MODEL>_RUNTIME` setting.
+MODELS = ("detector", "embedder", "reader")
 # How far (in % of the card's height) the detector's corners may be from the truth and still count as found.
 DETECTOR_MISS_PCT = 5.0
 MISS_KINDS = (
@@ -78,6 +80,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--batch-wait-ms", type=float, help="each model batch's wait for company (default: the setting's)"
     )
+    for model in MODELS:
+        parser.add_argument(
+            f"--{model}-runtime",
+            choices=("torch", "onnx"),
+            help=f"CARDCAT_SCAN_{model.upper()}_RUNTIME (default: the setting's)",
+        )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_accuracy.json")
     return parser.parse_args()
 
@@ -184,6 +192,9 @@ def main() -> int:
         scanner_env = {"CARDCAT_RATE_LIMIT": str(BENCH_RATE_LIMIT)}
         if args.batch_wait_ms is not None:
             scanner_env["CARDCAT_SCAN_BATCH_WAIT_MS"] = str(args.batch_wait_ms)
+        for model in MODELS:
+            if getattr(args, f"{model}_runtime") is not None:
+                scanner_env[f"CARDCAT_SCAN_{model.upper()}_RUNTIME"] = getattr(args, f"{model}_runtime")
         service = launch_scanner(Path(tmp), tuple(expansions), **scanner_env)
         setup_s = time.perf_counter() - started
         try:
@@ -243,6 +254,7 @@ def main() -> int:
         "seed_base": SEED_BASE,
         "hard_bucket": args.hard_bucket,
         "batch_wait_ms": args.batch_wait_ms,
+        **{f"{model}_runtime": getattr(args, f"{model}_runtime") for model in MODELS},
         "cpu_count": __import__("os").cpu_count(),
         # The networks' last bits, and so a few knife-edge answers, depend on the CPU's instructions.
         "host": host.describe(yardstick=False),

@@ -117,6 +117,7 @@ class BareReader(Reader.func_or_class):  # type: ignore[name-defined]
         arch: str = "",
         threads: int = 1,
         batch_wait_ms: float = 0.0,
+        runtime: str = "torch",
     ) -> None:
         self.model = BlankReading()
         _set_batching(self.read, {"batch_wait_ms": batch_wait_ms})

@@ -424,9 +424,12 @@ def main() -> int:
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="fp32")
     parser.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per model replica")
-    parser.add_argument(
-        "--embedder-runtime", choices=("torch", "onnx"), default="torch", help="CARDCAT_SCAN_EMBEDDER_RUNTIME"
-    )
+    for model in ("detector", "embedder", "reader"):
+        parser.add_argument(
+            f"--{model}-runtime",
+            choices=("torch", "onnx"),
+            help=f"CARDCAT_SCAN_{model.upper()}_RUNTIME (default: the setting's)",
+        )
     parser.add_argument(
         "--batch-wait-ms", type=float, default=0.0, help="each model batch's wait for company"
     )
@@ -455,8 +458,12 @@ def main() -> int:
             CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
             CARDCAT_SCAN_DETECTOR_PRECISION=args.detector_precision,
             CARDCAT_SCAN_THREADS=str(args.threads),
-            CARDCAT_SCAN_EMBEDDER_RUNTIME=args.embedder_runtime,
             CARDCAT_SCAN_BATCH_WAIT_MS=str(args.batch_wait_ms),
+            **{
+                f"CARDCAT_SCAN_{model.upper()}_RUNTIME": getattr(args, f"{model}_runtime")
+                for model in ("detector", "embedder", "reader")
+                if getattr(args, f"{model}_runtime") is not None
+            },
         )
         try:
             server_pid = service.processes[0].pid

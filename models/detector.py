@@ -8,7 +8,9 @@ the view and its edges are located with sub-pixel profiles of the mask. Corners 
 lines fitted to each side. The zoomed pass also vets the find (mask fit, score, aspect): None otherwise.
 A photo the whole-photo view finds no card in gets a second look through overlapping windows at the view's
 full resolution (`search_tiles`), for cards too small for the first.
-Training lives in `training/detector/`; the shipped weights are `models/weights/detector.pt`.
+Training lives in `training/detector/`; the shipped weights are `models/weights/detector.pt`. The network
+itself lives in `models.detector_net` (torch), apart from this geometry, so that a replica running its ONNX
+export (`models/weights/detector.onnx`, `Backend(kind="onnx")`) never imports torch.
 """
 
 from __future__ import annotations
@@ -20,14 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import cv2
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 from models.checkpoints import load_weights, read_weights, weights_version
 from models.geometry import CARD_ASPECT
 from models.inference import InferenceModel
-from models.layers import conv_bn_relu
 from models.quads import (
     Pyramid,
     apply,
@@ -40,14 +38,18 @@ from models.quads import (
     same_quad,
     zoom_view,
 )
-from models.sessions import Backend, Session, TorchSession, fold_batchnorm, open_graph
+from models.sessions import Backend, Session, open_export, open_graph
 
-if TYPE_CHECKING:  # imported where used: it brings torchvision, which only a device's decode needs
+if TYPE_CHECKING:  # imported where used: torch only on its path, torchvision only where a device decodes
+    import torch
+    from torch import nn
+
+    from models.detector_net import DetectorGraph
     from models.tensor_ops import TensorPyramid
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
 # A photo's pixels as the detector takes them: HxWx3 uint8 on the host, or uint8 (3, H, W) on a torch device.
-Pixels = np.ndarray | torch.Tensor
+Pixels: TypeAlias = "np.ndarray | torch.Tensor"
 # Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
 INPUT, OUTPUT = "views__0", "probs__0"
 
@@ -105,77 +107,14 @@ class DetectorConfig:
         return cls(**known)
 
 
-# -------------------------------------------------------------------------------------------- network
-class DetectorNet(nn.Module):
-    """A small U-Net: five stride-2 stages down, four up; 3 logit maps at input resolution."""
-
-    def __init__(
-        self, widths: tuple[int, ...] = (16, 32, 64, 96, 128), decoder: tuple[int, ...] = (64, 48, 24, 16)
-    ):
-        super().__init__()
-        self.down = nn.ModuleList()
-        cin = 3
-        for w in widths:
-            self.down.append(nn.Sequential(conv_bn_relu(cin, w, 2), conv_bn_relu(w, w)))
-            cin = w
-        self.up = nn.ModuleList()
-        for skip, w in zip(reversed(widths[:-1]), decoder, strict=True):
-            self.up.append(conv_bn_relu(cin + skip, w))
-            cin = w
-        self.head = nn.Conv2d(cin, 3, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        skips = []
-        for stage in self.down:
-            x = stage(x)
-            skips.append(x)
-        for stage, skip in zip(self.up, reversed(skips[:-1]), strict=True):
-            x = F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
-            x = stage(torch.cat([x, skip], 1))
-        return F.interpolate(self.head(x), scale_factor=2, mode="bilinear", align_corners=False)
-
-
-def build_net(cfg: DetectorConfig) -> DetectorNet:
-    return DetectorNet(cfg.widths, cfg.decoder)
-
-
-def read_net(weights: Path) -> DetectorNet:
-    """The trainable fp32 network of a weights file, in eval mode (BatchNorm kept: a teacher to distil, a
-    network to cut), where `CardDetector` folds it for serving."""
-    blob = read_weights(weights)
-    return load_weights(build_net(DetectorConfig.from_dict(blob["config"])), blob).eval()
-
-
-def to_tensor(views: list[np.ndarray], device: str | torch.device = "cpu") -> torch.Tensor:
-    """uint8 HxWx3 RGB views -> normalised NCHW float (channels_last: faster convolutions on CPU)."""
-    return _normalise(torch.from_numpy(np.stack(views)).to(device))
-
-
-def _normalise(views: torch.Tensor) -> torch.Tensor:
-    x = views.permute(0, 3, 1, 2).float()
-    return ((x - 127.5) / 64.0).contiguous(memory_format=torch.channels_last)
-
-
-class DetectorGraph(nn.Module):
-    """What a Session runs: uint8 NHWC views -> card and band probabilities (N, 3, H, W). Normalising
-    inside the graph lets a Triton client send bytes, a quarter of the floats, with the same arithmetic."""
-
-    def __init__(self, net: nn.Module) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, views: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.net(_normalise(views)))
-
-
 # ------------------------------------------------------------------------------------------ serving
 class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
 
     cfg: DetectorConfig
     version: str
-    net: nn.Module
-    graph: DetectorGraph
+    net: nn.Module  # the torch path only
+    graph: DetectorGraph  # the torch path only
     session: Session
 
     def __init__(
@@ -187,9 +126,11 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         load: bool = True,
     ) -> None:
         """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
-        either way, for the inference knobs and to check that a Triton model was exported from it."""
+        either way, for its version, which a Triton model or an ONNX export must carry. The inference knobs
+        come from the weights file, or from the ONNX export's metadata (`Backend(kind="onnx")`: this
+        process then never imports torch)."""
         self.weights = Path(weights) if weights is not None else WEIGHTS
-        self.device = torch.device(device)
+        self.device = str(device)
         self.backend = backend or Backend()
         self._training: tuple[nn.Module, DetectorConfig] | None = None
         super().__init__(load=load)
@@ -203,6 +144,14 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         return self
 
     def _load(self) -> None:
+        if self._training is None and self.backend.kind == "onnx":
+            self._load_onnx()
+            return
+        import torch
+
+        from models.detector_net import DetectorGraph, build_net
+        from models.sessions import fold_batchnorm
+
         if self._training is not None:
             net, self.cfg = self._training
             self.version = "training"
@@ -211,23 +160,34 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
             blob = read_weights(self.weights)
             self.cfg = DetectorConfig.from_dict(blob["config"])
             net = fold_batchnorm(load_weights(build_net(self.cfg), blob).eval())
-        self.net = net.to(self.device).eval().to(memory_format=torch.channels_last)
+        self.net = net.to(torch.device(self.device)).eval().to(memory_format=torch.channels_last)
         self.graph = DetectorGraph(self.net)
         self.session = open_graph(
             self.backend, "detector", self.graph, (INPUT, OUTPUT), self.device, self.version
         )
 
+    def _load_onnx(self) -> None:
+        """The export beside the weights (refused when made from other weights), with the inference knobs
+        it records (`training.detector.export_onnx` copies them from the weights file)."""
+        self.version = weights_version(self.weights)
+        self.session, meta = open_export(self.weights, "training.detector.export_onnx", self.backend.threads)
+        self.cfg = DetectorConfig.from_dict(meta)
+
     def _warm_batch(self) -> list[Pixels]:
         """A blank photo; on a GPU also as a tensor there, for a replica that cuts its views on the device."""
         blank = np.zeros((480, 360, 3), np.uint8)
-        if self.device.type == "cpu":
+        if self.device == "cpu":
             return [blank]
+        import torch
+
         return [blank, torch.from_numpy(blank).permute(2, 0, 1).to(self.device)]
 
     def _infer_views(self, views: Sequence[Pixels]) -> np.ndarray:
         """The network on same-size uint8 HxWx3 views (NumPy arrays, or tensors cut on a torch device):
         card and band probabilities (N, 3, H, W)."""
-        if any(isinstance(v, torch.Tensor) for v in views):
+        if not all(isinstance(v, np.ndarray) for v in views):
+            import torch
+
             return self._infer_tensor(torch.stack([torch.as_tensor(v).to(self.device) for v in views]))
         x = np.stack(views)
         out = self.session.run({INPUT: x})[OUTPUT]
@@ -239,6 +199,8 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     def _infer_tensor(self, x: torch.Tensor) -> np.ndarray:
         """`_infer_views` for views already on a torch device: straight into an in-process graph; another
         session (Triton) takes them as NumPy."""
+        from models.sessions import TorchSession
+
         session = self.session
 
         def run(views: torch.Tensor) -> np.ndarray:

@@ -10,7 +10,6 @@ costs ~60 MB of runtime instead of torch's ~690 (docs/scanner-performance.md).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +18,7 @@ import numpy as np
 from models.checkpoints import load_weights, read_weights, weights_version
 from models.geometry import shrink
 from models.inference import InferenceModel
-from models.sessions import Backend, OnnxSession, Session, check_version, open_graph
+from models.sessions import Backend, Session, open_export, open_graph
 
 if TYPE_CHECKING:
     from models.embedder_net import CardNet, EmbedderGraph
@@ -28,18 +27,11 @@ WEIGHTS = Path(__file__).resolve().parent / "weights" / "embedder.pt"
 INPUT_W, INPUT_H = 96, 134  # keeps the face's 600:838 aspect; the art window is ~80x53 pixels here
 # Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
 INPUT, OUTPUT = "faces__0", "vectors__0"
-# What an ONNX export records of the network beside its weights' version (`cardcat_version`).
-ONNX_MODEL_META = "cardcat_model"
 
 
 def prepare(face: np.ndarray, size: tuple[int, int] = (INPUT_W, INPUT_H)) -> np.ndarray:
     """RGB uint8 face of any size -> the network's input size (`models.geometry.shrink`)."""
     return shrink(face, size)
-
-
-def onnx_path(weights: Path) -> Path:
-    """Where the ONNX export of a weights file lives: beside it (`embedder.pt` -> `embedder.onnx`)."""
-    return Path(weights).with_suffix(".onnx")
 
 
 class CardEmbedder(InferenceModel[np.ndarray, np.ndarray]):
@@ -97,18 +89,10 @@ class CardEmbedder(InferenceModel[np.ndarray, np.ndarray]):
     def _load_onnx(self) -> None:
         """The export beside the weights, refused when it was made from other weights (its index and the
         vectors it computes must come from one network)."""
-        path = onnx_path(self.weights)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"{path} not found: export it with `python -m training.embedder.export_onnx {self.weights}`"
-            )
-        session = OnnxSession(path, threads=self.backend.threads)
-        check_version(session, self.version)
-        model_cfg = json.loads(session.parameters.get(ONNX_MODEL_META, "{}"))
-        width, height = model_cfg.get("input_size", (INPUT_W, INPUT_H))
+        self.session, meta = open_export(self.weights, "training.embedder.export_onnx", self.backend.threads)
+        width, height = meta.get("input_size", (INPUT_W, INPUT_H))
         self.input_size = (int(width), int(height))
-        self.dim = int(model_cfg.get("dim", 128))
-        self.session = session
+        self.dim = int(meta.get("dim", 128))
 
     def _warm_batch(self) -> list[np.ndarray]:
         return [np.full((838, 600, 3), 200, np.uint8)]

@@ -8,14 +8,13 @@ model was trained to say nothing when its line is not centred in the crop, so of
 The name's offsets vote (`vote`: the read the other reads, weighted by confidence, agree with most); the
 footer keeps its most confident read, which measured better there (see `FOOTER`). The crop geometry and
 the model factory live here, once, and training imports them, so training and serving cannot drift.
-Serving runs the shipped network compiled to TorchScript (`COMPILED`), the same arithmetic without
-loading docTR; any other checkpoint goes through docTR.
+Serving runs the shipped network's ONNX export in ONNX Runtime on a CPU node (`runtime="onnx"`: no torch
+in the process; the network's torch side lives in `models.ocr_net`), or compiled to TorchScript
+(`COMPILED`: torch without docTR); any other checkpoint goes through docTR.
 """
 
 from __future__ import annotations
 
-import json
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +22,11 @@ from typing import Any
 
 import cv2
 import numpy as np
-import torch
 
-from models.checkpoints import as_float32, read_weights, state_dict_of, weights_sha256
+from models.checkpoints import read_weights
 from models.inference import InferenceModel
 from models.ocr_text import ctc_greedy, ctc_scores, line_score, parse_footer, parse_name, vote
-from models.sessions import fold_batchnorm
+from models.sessions import OnnxSession, open_export
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "ocr.pt"
 # The shipped weights' network compiled to TorchScript (`python -m training.ocr.compile`): serving it needs
@@ -90,48 +88,6 @@ class PrintRead:
     footer_scores: dict[str, float] = field(default_factory=dict)
 
 
-# A docTR recognition model (CRNN, PARSeq...): an nn.Module whose parts docTR leaves untyped.
-Recognizer = Any
-
-
-def default_vocab() -> str:
-    from doctr.datasets import VOCABS
-
-    return str(VOCABS["french"])
-
-
-def build_model(arch: str, vocab: str, **kwargs: Any) -> Recognizer:
-    """A docTR recognition model, never downloading anything (weights come from our own files).
-
-    docTR is imported here, not at the top: a replica serving the compiled network never loads it."""
-    from doctr.models import recognition
-
-    factory = getattr(recognition, arch, None)
-    if factory is None or arch not in recognition.zoo.ARCHS:
-        raise ValueError(f"unknown docTR recognition arch {arch!r}; one of {recognition.zoo.ARCHS}")
-    return factory(pretrained=False, pretrained_backbone=False, vocab=vocab, **kwargs)
-
-
-def crnn_features(model: Recognizer, x: torch.Tensor) -> torch.Tensor:
-    """The CRNN backbone's feature sequence (B, T, C*H), as docTR's forward builds it."""
-    features = model.feat_extractor(x)
-    b, c, h, w = features.shape
-    return features.reshape(b, c * h, w).transpose(1, 2)
-
-
-def crnn_logits(model: Recognizer, x: torch.Tensor, seq: torch.Tensor | None = None) -> torch.Tensor:
-    """CRNN logits (B, T, vocab+1; blank last), bypassing docTR's forward, which wants labels in training.
-
-    The LSTM's zero state is made from the sequence itself: left to the LSTM, a trace records it as a
-    tensor on the tracing device, and the compiled reader then fails on any other (a GPU replica)."""
-    seq = crnn_features(model, x) if seq is None else seq
-    lstm = model.decoder
-    layers = lstm.num_layers * (2 if lstm.bidirectional else 1)
-    zeros = seq.new_zeros(layers, seq.shape[0], lstm.hidden_size)
-    out, _ = lstm(seq, (zeros, zeros))
-    return model.linear(out)
-
-
 def region_quad(region: Region, dx: float = 0.0, dy: float = 0.0) -> np.ndarray:
     """The region's box corners (TL, TR, BR, BL) on the canvas, shifted by (dx, dy)."""
     x0, y0, x1, y1 = region.box
@@ -167,58 +123,8 @@ def to_canvas(face: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(face, dtype=np.uint8)
 
 
-def to_tensor(crops: Sequence[np.ndarray], mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
-    """uint8 RGB crops (same size) -> a normalised float batch, as docTR's models expect."""
-    x = torch.from_numpy(np.stack(crops)).permute(0, 3, 1, 2).float().div_(255.0)
-    return (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
-
-
-class CTCLogProbs(torch.nn.Module):
-    """A CRNN's per-step log-probabilities (N, T, vocab+1): what the reader needs of it, and what
-    `compile_reader` freezes into TorchScript."""
-
-    def __init__(self, model: Recognizer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return crnn_logits(self.model, x).float().log_softmax(-1)
-
-
-def compile_reader(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
-    """Trace the weights' CRNN (BatchNorm folded) to TorchScript beside them, with what serving needs
-    (vocab, normalisation, the weights' SHA-256) inside. Any batch size and crop width traces the same."""
-    reader = PrintReader(weights, compiled=None)
-    if not reader.is_ctc:
-        raise ValueError(f"only CTC (crnn) models compile; {reader.arch} does not")
-    out = out or Path(weights).with_suffix(".ts")
-    with torch.inference_mode():
-        traced = torch.jit.freeze(
-            torch.jit.trace(CTCLogProbs(reader.model).eval(), torch.rand(5, 3, 32, 288))
-        )
-    meta = {
-        "source_sha256": weights_sha256(weights),
-        "arch": reader.arch,
-        "vocab": reader.vocab,
-        "mean": list(reader.mean),
-        "std": list(reader.std),
-    }
-    torch.jit.save(traced, str(out), _extra_files={COMPILED_META: json.dumps(meta)})
-    return out
-
-
-def _load_compiled(path: Path, weights: Path, device: str) -> tuple[Any, dict[str, Any]] | None:
-    """The compiled network and its meta, if `path` holds one compiled from exactly `weights`."""
-    if not path.exists():
-        return None
-    files = {COMPILED_META: ""}
-    with warnings.catch_warnings():  # torch 2.14 nudges towards torch.export; TorchScript still loads
-        warnings.simplefilter("ignore", FutureWarning)
-        module = torch.jit.load(str(path), map_location=device, _extra_files=files)
-    meta = json.loads(files[COMPILED_META] or "{}")
-    if meta.get("source_sha256") != weights_sha256(weights):
-        return None  # stale: compiled from other weights
-    return module, meta
+# A docTR recognition model (CRNN, PARSeq...): an nn.Module whose parts docTR leaves untyped.
+Recognizer = Any
 
 
 class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
@@ -231,6 +137,7 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
     mean: tuple[float, ...]
     std: tuple[float, ...]
     _log_probs: Any
+    session: OnnxSession | None
 
     def __init__(
         self,
@@ -244,24 +151,45 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
         load: bool = True,
         sure_line: float = SURE_LINE,
         jit_optimize: bool | None = None,
+        runtime: str = "torch",
+        threads: int = 1,
     ) -> None:
         """`compiled`: a TorchScript file from `compile_reader`, used instead of building the docTR model
         when it was compiled from these very weights (never for a `checkpoint` or another `vocab`).
         `sure_line`: see `SURE_LINE`. `jit_optimize`: let TorchScript specialise and fuse the compiled
         network for each new input shape (None: on a CPU only; on a GPU every new batch size cost a fusion
-        compile on the host, and a reader's batch sizes keep changing)."""
-        self.device = torch.device(device)
-        self.jit_optimize = self.device.type == "cpu" if jit_optimize is None else jit_optimize
+        compile on the host, and a reader's batch sizes keep changing). `runtime="onnx"`: the weights'
+        ONNX export beside them (`python -m training.ocr.export_onnx`) in ONNX Runtime on the CPU with
+        `threads` threads, and no torch in this process; refused when it was exported from other
+        weights, and for a `checkpoint` or another `vocab`, which have none."""
+        if runtime not in ("torch", "onnx"):
+            raise ValueError(f"unknown reader runtime {runtime!r} (expected 'torch' or 'onnx')")
+        if runtime == "onnx" and (checkpoint is not None or vocab is not None):
+            raise ValueError("the ONNX reader runs the shipped weights' export: no checkpoint or vocab")
+        self.device = "cpu" if runtime == "onnx" else str(device)
+        on_cpu = self.device.split(":")[0] == "cpu"
+        self.jit_optimize = on_cpu if jit_optimize is None else jit_optimize
         self.sure_line = sure_line
         self.weights, self.checkpoint, self.compiled = Path(weights or WEIGHTS), checkpoint, compiled
         self._arch, self._vocab = arch, vocab
+        self.runtime, self.threads = runtime, threads
+        self.session = None
         super().__init__(load=load)
 
     def _load(self) -> None:
+        if self.runtime == "onnx":
+            self._load_onnx()
+            return
+        import torch
+
+        from models.checkpoints import as_float32, state_dict_of
+        from models.ocr_net import CTCLogProbs, build_model, default_vocab, load_compiled
+        from models.sessions import fold_batchnorm
+
         source, checkpoint, vocab = self.weights, self.checkpoint, self._vocab
         found = None
         if self.compiled is not None and checkpoint is None and vocab is None:
-            found = _load_compiled(Path(self.compiled), source, str(self.device))
+            found = load_compiled(Path(self.compiled), source, self.device)
         if found is not None:
             self._log_probs, meta = found
             self.model = None
@@ -282,7 +210,7 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
             )
         self.model = build_model(self.arch, self.vocab, **kwargs)
         self.model.load_state_dict(as_float32(state))
-        fold_batchnorm(self.model.to(self.device).eval())
+        fold_batchnorm(self.model.to(torch.device(self.device)).eval())
         if isinstance(getattr(self.model, "decoder", None), torch.nn.RNNBase):
             # cuDNN's LSTM wants its weights in one buffer, or it copies them into one at every call
             self.model.decoder.flatten_parameters()
@@ -290,21 +218,36 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
         self.is_ctc = self.arch.startswith("crnn")
         self._log_probs = CTCLogProbs(self.model) if self.is_ctc else None
 
+    def _load_onnx(self) -> None:
+        """The export beside the weights (refused when made from other weights), with the vocabulary and
+        normalisation it records (`training.ocr.export_onnx` copies them)."""
+        self.session, meta = open_export(self.weights, "training.ocr.export_onnx", self.threads)
+        self.model, self._log_probs = None, None
+        self.arch, self.vocab, self.is_ctc = str(meta["arch"]), str(meta["vocab"]), True
+        self.mean, self.std = tuple(meta["mean"]), tuple(meta["std"])
+
     def read_lines(
         self, crops: Sequence[np.ndarray]
-    ) -> tuple[list[tuple[str, list[float]]], torch.Tensor | None]:
+    ) -> tuple[list[tuple[str, list[float]]], np.ndarray | None]:
         """Raw reads of same-size crops (text and per-glyph confidence), and for CTC models the lines'
-        log-probabilities (N, T, C) on the CPU, which `ctc_scores` takes."""
+        log-probabilities (N, T, C) as float32 NumPy, which `ctc_scores` takes."""
         if not crops:
             return [], None
+        if self.session is not None:
+            (log_probs,) = self.session.run({self.session.input_names[0]: np.stack(crops)}).values()
+            return ctc_greedy(np.exp(log_probs), self.vocab), log_probs
+        import torch
+
+        from models.ocr_net import to_tensor
+
         if not self.is_ctc:  # fixed-shape archs (ViTSTR, PARSeq...) want their own input size
             h, w = self.model.cfg["input_shape"][1:]
             crops = [cv2.resize(c, (w, h), interpolation=cv2.INTER_AREA) for c in crops]
         x = to_tensor(crops, self.mean, self.std).to(self.device)
         with torch.inference_mode(), torch.jit.optimized_execution(self.jit_optimize):
             if self._log_probs is not None:
-                log_probs = self._log_probs(x).cpu()
-                return ctc_greedy(log_probs.exp(), self.vocab), log_probs
+                lines = self._log_probs(x).cpu().numpy()
+                return ctc_greedy(np.exp(lines), self.vocab), lines
             preds = self.model(x)["preds"]
         return [(text, [float(conf)] * len(text)) for text, conf in preds], None
 
@@ -324,7 +267,7 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
 
     def _read_region(
         self, faces: list[np.ndarray], region: Region
-    ) -> tuple[list[list[tuple[str, list[float]]]], list[torch.Tensor | None]]:
+    ) -> tuple[list[list[tuple[str, list[float]]]], list[np.ndarray | None]]:
         """Each face's reads of the region's line at its offsets (in offset order), and for CTC models their
         log-probabilities (offsets, T, C): the `first` offsets for every face, the rest only for faces
         whose line those did not read surely."""
@@ -332,7 +275,7 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
         first = list(region.offsets) if every else [dy for dy in region.offsets if dy in region.first]
         rest = [dy for dy in region.offsets if dy not in first]
         reads: list[dict[int, tuple[str, list[float]]]] = [{} for _ in faces]
-        lines: list[dict[int, torch.Tensor]] = [{} for _ in faces]
+        lines: list[dict[int, np.ndarray]] = [{} for _ in faces]
 
         def look(which: list[int], offsets: list[int]) -> None:
             crops = [warp(faces[i], region_quad(region, dy=dy), region.size) for i in which for dy in offsets]
@@ -348,7 +291,7 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
             look(unsure, rest)
         ordered = [[read[dy] for dy in region.offsets if dy in read] for read in reads]
         stacked = [
-            torch.stack([line[dy] for dy in region.offsets if dy in line]) if line else None for line in lines
+            np.stack([line[dy] for dy in region.offsets if dy in line]) if line else None for line in lines
         ]
         return ordered, stacked
 
@@ -368,7 +311,7 @@ class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):
                     if lines is None:
                         continue
                     unique = sorted(set(texts))
-                    best_offset = ctc_scores(lines, unique, self.vocab).max(dim=0).values.tolist()
+                    best_offset = ctc_scores(lines, unique, self.vocab).max(axis=0).tolist()
                     scores[i] = dict(zip(unique, best_offset, strict=True))
         out = []
         for (name_text, name_conf), (foot_text, foot_conf), footer_scores in zip(

@@ -13,6 +13,7 @@ Runtime (`OnnxSession`) never loads it (~690 MB of RSS for this CUDA build of to
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,31 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
     from torch import nn
+
+# What an ONNX export records of its network beside its weights' version (`cardcat_version`): a JSON
+# object of what the serving code needs to know without the weights file (input size, inference knobs).
+ONNX_MODEL_META = "cardcat_model"
+
+
+def onnx_path(weights: Path) -> Path:
+    """Where the ONNX export of a weights file lives: beside it (`detector.pt` -> `detector.onnx`)."""
+    return Path(weights).with_suffix(".onnx")
+
+
+def open_export(weights: Path, exporter: str, threads: int = 1) -> tuple[OnnxSession, dict[str, Any]]:
+    """The ONNX export beside `weights` in ONNX Runtime, and what it records of its network
+    (`ONNX_MODEL_META`); refused when absent or made from other weights (the caller's config, and for the
+    embedder its index, assume the weights'). `exporter`: the module that writes it, named in the error."""
+    from models.checkpoints import weights_version
+
+    path = onnx_path(weights)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} not found: export it with `python -m {exporter} --weights {weights}`"
+        )
+    session = OnnxSession(path, threads=threads)
+    check_version(session, weights_version(weights))
+    return session, json.loads(session.parameters.get(ONNX_MODEL_META, "{}"))
 
 
 class Session(Protocol):
@@ -37,11 +63,11 @@ class Session(Protocol):
 
 @dataclass(frozen=True)
 class Backend:
-    """Which runtime serves a model. `torch` is today's in-process path; `onnx` runs the model's ONNX
-    export in-process in ONNX Runtime on the CPU with `threads` threads (the embedder; no torch in the
-    process); `triton` sends the same tensors to `triton_url` (host:port of Triton's HTTP endpoint), model
-    `triton_model` (default: the model's own name in the exported repository), version `triton_version`
-    ("" lets the server's policy choose).
+    """Which runtime serves a model. `torch` is the in-process torch path; `onnx` runs the model's ONNX
+    export in-process in ONNX Runtime on the CPU with `threads` threads (the detector and the embedder; no
+    torch in the process); `triton` sends the same tensors to `triton_url` (host:port of Triton's HTTP
+    endpoint), model `triton_model` (default: the model's own name in the exported repository), version
+    `triton_version` ("" lets the server's policy choose).
 
     `precision` is the in-process arithmetic: "fp32", "bf16" (autocast), or "auto": bf16 on a CPU that
     computes it natively (AVX512-BF16 or AMX: half the detector network's time, probabilities within

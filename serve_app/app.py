@@ -115,9 +115,12 @@ class Detector:
         from models.detector import CardDetector
         from models.sessions import Backend
 
-        device = resolve_device(device)
-        _limit_threads(device, threads)
-        self.model = CardDetector(Path(weights), device, Backend.from_dict(backend))
+        runtime = Backend.from_dict({**(backend or {}), "threads": threads})
+        onnx = runtime.kind == "onnx"
+        # ONNX Runtime runs on the CPU here; asking torch whether there is a GPU would load torch.
+        device = "cpu" if onnx else resolve_device(device)
+        _limit_threads(device, threads, torch_too=not onnx)
+        self.model = CardDetector(Path(weights), device, runtime)
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
         self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
         _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
@@ -165,13 +168,19 @@ class Reader:
         arch: str = "",
         threads: int = 1,
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
+        runtime: str = "torch",
     ) -> None:
+        """`runtime`: "torch", or "onnx" (the weights' ONNX export in ONNX Runtime on the CPU; no torch)."""
         from models.ocr import PrintReader
 
-        device = resolve_device(device)
-        _limit_threads(device, threads)
+        onnx = runtime == "onnx"
+        device = "cpu" if onnx else resolve_device(device)
+        _limit_threads(device, threads, torch_too=not onnx)
         kwargs: dict[str, Any] = {"arch": arch} if arch else {}
-        self.model = PrintReader(Path(weights), device, Path(checkpoint) if checkpoint else None, **kwargs)
+        checkpoint_path = Path(checkpoint) if checkpoint else None
+        self.model = PrintReader(
+            Path(weights), device, checkpoint_path, runtime=runtime, threads=threads, **kwargs
+        )
         _set_batching(self.read, {"batch_wait_ms": batch_wait_ms})
         self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
@@ -350,11 +359,14 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
     stand-ins without networks through the same options and composition, to measure what Ray costs."""
     config = ScanConfig(**args)
     device = config.device
+    gpu = _wants_gpu(device)
+    config = config.resolved(gpu)  # "auto" runtimes: ONNX Runtime where the model replicas get no GPU
     # Fractional CPUs so the four deployments fit a 2-core machine; the model deployments share a GPU.
-    models = {"num_cpus": 0.5, **({"num_gpus": 0.25} if _wants_gpu(device) else {})}
+    models = {"num_cpus": 0.5, **({"num_gpus": 0.25} if gpu else {})}
     # With backend: triton the detector and embedder replicas only pre- and post-process: no GPU; nor does
-    # an embedder whose network runs in ONNX Runtime (on the CPU).
+    # a model replica whose network runs in ONNX Runtime (on the CPU).
     tensor_models = models if config.backend == "torch" else {"num_cpus": 0.5}
+    detector_models = tensor_models if config.detector_runtime == "torch" else {"num_cpus": 0.5}
     embedder_models = tensor_models if config.embedder_runtime == "torch" else {"num_cpus": 0.5}
     # Ray's decorator turns these classes into Deployments, which mypy cannot see.
     deployments: Any = {"detector": Detector, "embedder": Embedder, "reader": Reader, "service": ScanService}
@@ -362,12 +374,15 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
     replicas = config.replicas
     # Named as the ingress asks for them (serve_app.pipeline), whatever the classes are called.
     detector = deployments["detector"].options(
-        name=DETECTOR, ray_actor_options=tensor_models, num_replicas=replicas
+        name=DETECTOR, ray_actor_options=detector_models, num_replicas=replicas
     )
     embedder = deployments["embedder"].options(
         name=EMBEDDER, ray_actor_options=embedder_models, num_replicas=replicas
     )
-    reader = deployments["reader"].options(name=READER, ray_actor_options=models, num_replicas=replicas)
+    reader_models = models if config.reader_options() == "torch" else {"num_cpus": 0.5}
+    reader = deployments["reader"].options(
+        name=READER, ray_actor_options=reader_models, num_replicas=replicas
+    )
     service = deployments["service"].options(name=SERVICE, ray_actor_options={"num_cpus": 0.25})
     # Warnings only, no access log: a line per request and stage is I/O the scanner pays for on every call.
     quiet = {"log_level": "WARNING", "enable_access_log": False}
@@ -375,9 +390,10 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
         d.options(logging_config=quiet) for d in (detector, embedder, reader, service)
     )
     threads, wait = config.threads, config.batch_wait_ms
-    precision = config.backend_options(config.detector_precision)
     return service.bind(
-        detector.bind(config.detector_weights, device, precision, threads, batch_wait_ms=wait),
+        detector.bind(
+            config.detector_weights, device, config.detector_options(), threads, batch_wait_ms=wait
+        ),
         embedder.bind(
             config.embedder_weights,
             config.index_dir,
@@ -388,7 +404,13 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
             batch_wait_ms=wait,
         ),
         reader.bind(
-            config.ocr_weights, device, config.ocr_checkpoint, config.ocr_arch, threads, batch_wait_ms=wait
+            config.ocr_weights,
+            device,
+            config.ocr_checkpoint,
+            config.ocr_arch,
+            threads,
+            batch_wait_ms=wait,
+            runtime=config.reader_options(),
         ),
         config.as_dict(),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +42,48 @@ class ScanConfig:
     # reprint near-ties (benchmarks/results/*_bf16.json), so fp32 stays the default. The embedder stays
     # fp32, the arithmetic its index was built with; the OCR network gained nothing from bf16.
     detector_precision: str = "fp32"
-    # Where the embedder's network runs when `backend` is "torch": "torch", or "onnx": its ONNX export
-    # (`models/weights/embedder.onnx`, `python -m training.embedder.export_onnx`) in ONNX Runtime on the
-    # CPU. An "onnx" replica never imports torch: ~60 MB of runtime instead of ~690 for this CUDA build,
-    # vectors within ~1e-7 of torch's (docs/scanner-performance.md, "The embedder without torch"). It
-    # searches on the CPU even where the node has a GPU.
-    embedder_runtime: str = "torch"
+    # Where each model replica runs its network when `backend` is "torch": "torch", "onnx" (its ONNX
+    # export beside the weights, `models/weights/<model>.onnx`, in ONNX Runtime on the CPU; that replica
+    # never imports torch, ~60 MB of runtime instead of ~690 for this CUDA build), or "auto": onnx where the
+    # model replicas get no GPU, torch where they do. Outputs agree with torch's to ~1e-7 (detector,
+    # embedder) and ~2e-4 in log-probability (reader); on the full benchmark every answer was the same but
+    # one more hard reprint photo with its true card among the matches (docs/scanner-performance.md, "The
+    # three models without torch"). `training.<model>` writes the export with new weights; a stale one is
+    # refused. An "onnx" embedder searches on the CPU; `detector_precision` is torch's only; a docTR
+    # checkpoint (`ocr_checkpoint`) has no export, so with one the reader runs in torch.
+    detector_runtime: str = "auto"
+    embedder_runtime: str = "auto"
+    reader_runtime: str = "auto"
+
+    def resolved(self, gpu: bool) -> ScanConfig:
+        """This config with each "auto" runtime made definite for model replicas with a GPU or without."""
+
+        def pick(runtime: str) -> str:
+            return ("torch" if gpu else "onnx") if runtime == "auto" else runtime
+
+        return replace(
+            self,
+            detector_runtime=pick(self.detector_runtime),
+            embedder_runtime=pick(self.embedder_runtime),
+            reader_runtime=pick(self.reader_runtime),
+        )
 
     def embedder_options(self) -> dict[str, Any]:
         """What the Embedder's models.sessions.Backend.from_dict takes."""
-        options = self.backend_options()
-        if self.backend == "torch" and self.embedder_runtime == "onnx":
+        return self._runtime_options(self.backend_options(), self.embedder_runtime)
+
+    def detector_options(self) -> dict[str, Any]:
+        """What the Detector's models.sessions.Backend.from_dict takes."""
+        return self._runtime_options(self.backend_options(self.detector_precision), self.detector_runtime)
+
+    def reader_options(self) -> str:
+        """The runtime the Reader replica runs its network in (`models.ocr.PrintReader`'s `runtime`): "onnx"
+        only where asked for (an unresolved "auto" is torch, as for the other two) and no checkpoint is."""
+        return "onnx" if self.reader_runtime == "onnx" and not self.ocr_checkpoint else "torch"
+
+    def _runtime_options(self, options: dict[str, Any], runtime: str) -> dict[str, Any]:
+        """ONNX Runtime in the replica where asked for and the backend is the in-process one."""
+        if self.backend == "torch" and runtime == "onnx":
             options["kind"] = "onnx"
         return options
 

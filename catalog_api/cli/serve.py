@@ -69,6 +69,8 @@ def scan_config(settings: Settings) -> ScanConfig:
         replicas=settings.scan_replicas,
         detector_precision=settings.scan_detector_precision,
         embedder_runtime=settings.scan_embedder_runtime,
+        detector_runtime=settings.scan_detector_runtime,
+        reader_runtime=settings.scan_reader_runtime,
         threads=settings.scan_threads,
         batch_wait_ms=settings.scan_batch_wait_ms,
     )

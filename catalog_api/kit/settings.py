@@ -64,9 +64,12 @@ class Settings(BaseSettings):
     # The detector's arithmetic (serve_app.config.ScanConfig.detector_precision): "fp32", "bf16", or
     # "auto" (bf16 on CPUs with bf16 instructions). bf16 is cheaper but flipped reprint near-ties.
     scan_detector_precision: Literal["auto", "fp32", "bf16"] = "fp32"
-    # Where the embedder's network runs in its replica (serve_app.config.ScanConfig.embedder_runtime):
-    # "torch", or "onnx": ONNX Runtime on the CPU, and no torch in that replica (~630 MB less RSS).
-    scan_embedder_runtime: Literal["torch", "onnx"] = "torch"
+    # Where each scanner model replica runs its network (serve_app.config.ScanConfig.*_runtime): "torch",
+    # "onnx" (ONNX Runtime on the CPU, no torch in that replica: ~450-630 MB less RSS each), or "auto":
+    # onnx where the replicas get no GPU, torch where they do.
+    scan_detector_runtime: Literal["auto", "torch", "onnx"] = "auto"
+    scan_embedder_runtime: Literal["auto", "torch", "onnx"] = "auto"
+    scan_reader_runtime: Literal["auto", "torch", "onnx"] = "auto"
     # torch and OpenCV threads in each CPU model replica (serve_app.config.ScanConfig.threads). One keeps
     # the replicas, which run side by side, from competing for the same cores.
     scan_threads: int = Field(default=1, ge=1, le=64)

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from models.checkpoints import weights_version
-from models.embedder import WEIGHTS, CardEmbedder, onnx_path
+from models.embedder import WEIGHTS, CardEmbedder
 from models.embedder_net import _windows, grid_pool
-from models.sessions import Backend
+from models.sessions import Backend, onnx_path
 from tests.harness import REPO
 from training.embedder.export_onnx import TOLERANCE, export
 

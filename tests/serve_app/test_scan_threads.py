@@ -3,6 +3,7 @@ serve`'s scanner config to torch and OpenCV in the replica (`serve_app.app._limi
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -18,17 +19,27 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     monkeypatch.setenv("CARDCAT_SCAN_DETECTOR_PRECISION", "bf16")
     monkeypatch.setenv("CARDCAT_SCAN_BATCH_WAIT_MS", "7.5")
     monkeypatch.setenv("CARDCAT_SCAN_EMBEDDER_RUNTIME", "onnx")
+    monkeypatch.setenv("CARDCAT_SCAN_DETECTOR_RUNTIME", "torch")
+    monkeypatch.setenv("CARDCAT_SCAN_READER_RUNTIME", "onnx")
     config = scan_config(Settings())
     assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
     assert config.embedder_options()["kind"] == "onnx" and config.backend_options()["kind"] == "torch"
+    assert config.detector_options() == {**config.backend_options("bf16"), "kind": "torch"}
+    assert config.reader_options() == "onnx"
+    assert config.resolved(gpu=True) == config  # nothing left to choose
     assert config.batch_wait_ms == 7.5
     assert config.index_dir == str(Settings().index_dir)
-    monkeypatch.delenv("CARDCAT_SCAN_THREADS")
-    monkeypatch.delenv("CARDCAT_SCAN_BATCH_WAIT_MS")
-    monkeypatch.delenv("CARDCAT_SCAN_EMBEDDER_RUNTIME")
-    assert scan_config(Settings()).embedder_options()["kind"] == "torch"
-    assert scan_config(Settings()).threads == 1
-    assert scan_config(Settings()).batch_wait_ms == Settings().scan_batch_wait_ms
+    for name in ("THREADS", "BATCH_WAIT_MS", "EMBEDDER_RUNTIME", "DETECTOR_RUNTIME", "READER_RUNTIME"):
+        monkeypatch.delenv(f"CARDCAT_SCAN_{name}")
+    default = scan_config(Settings())
+    assert default.threads == 1 and default.batch_wait_ms == Settings().scan_batch_wait_ms
+    # "auto": ONNX Runtime where the model replicas get no GPU, torch where they do
+    assert (default.detector_runtime, default.embedder_runtime, default.reader_runtime) == ("auto",) * 3
+    cpu, gpu = default.resolved(gpu=False), default.resolved(gpu=True)
+    assert cpu.detector_options()["kind"] == cpu.embedder_options()["kind"] == cpu.reader_options() == "onnx"
+    assert gpu.detector_options()["kind"] == gpu.embedder_options()["kind"] == gpu.reader_options() == "torch"
+    # a docTR checkpoint has no ONNX export: the reader runs it in torch
+    assert dataclasses.replace(cpu, ocr_checkpoint="/x/reader.pt").reader_options() == "torch"
 
 
 def test_a_cpu_replica_computes_with_the_threads_it_is_given():

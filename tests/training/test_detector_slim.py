@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from models.checkpoints import load_weights
-from models.detector import WEIGHTS, DetectorConfig, DetectorNet, read_net
+from models.detector import WEIGHTS, DetectorConfig
+from models.detector_net import DetectorNet, read_net
 from training.detector.slim import main as slim_main
 from training.detector.slim import slim
 from training.detector.train import DEFAULTS, detector_loss, load_teacher, training_loss

@@ -19,7 +19,8 @@ from rapidfuzz import fuzz
 
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import read_face
-from models.ocr import FOOTER, NAME, WEIGHTS, PrintRead, PrintReader, build_model
+from models.ocr import FOOTER, NAME, WEIGHTS, PrintRead, PrintReader
+from models.ocr_net import build_model
 from models.ocr_text import vote
 from serve_app.fusion import Thresholds, snap_code
 from tests.harness import SHARED_CATALOG, require_shared
@@ -216,7 +217,7 @@ def test_reading_the_outer_offsets_only_when_unsure_reads_what_every_offset_read
     crops: list[int] = []
     read_lines = reader.read_lines
 
-    def counted(batch: list[np.ndarray]) -> tuple[list[tuple[str, list[float]]], torch.Tensor | None]:
+    def counted(batch: list[np.ndarray]) -> tuple[list[tuple[str, list[float]]], np.ndarray | None]:
         crops.append(len(batch))
         return read_lines(batch)
 
@@ -279,7 +280,8 @@ def test_the_compiled_reader_reads_what_the_docTR_model_reads(
     import subprocess
     import sys
 
-    from models.ocr import COMPILED, compile_reader
+    from models.ocr import COMPILED
+    from models.ocr_net import compile_reader
 
     assert COMPILED.exists(), "models/weights/ocr.ts missing: python -m training.ocr.compile"
     assert reader.model is None, "the shipped ocr.ts was not compiled from the shipped ocr.pt"

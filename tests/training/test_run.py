@@ -10,7 +10,8 @@ import torch
 import yaml
 
 from models.checkpoints import read_weights
-from models.detector import WEIGHTS, DetectorConfig, build_net
+from models.detector import WEIGHTS, DetectorConfig
+from models.detector_net import build_net
 from training.curves import Panel, Series
 from training.run import Run, manifest_of, warmup_cosine
 

@@ -1,7 +1,8 @@
 """Ship a trained detector: `python -m training.detector.export --run runs/detector/<name> [--eval JSON]`.
 
-Writes models/weights/detector.pt (fp16 weights + the inference config, which is all `CardDetector` needs)
-and models/weights/detector.json, the manifest: training data, resolved config, benchmark metrics, git SHA,
+Writes models/weights/detector.pt (fp16 weights + the inference config, which is all `CardDetector` needs),
+its ONNX export models/weights/detector.onnx (`training.detector.export_onnx`), and
+models/weights/detector.json, the manifest: training data, resolved config, benchmark metrics, git SHA,
 parameter count and file size. Without `--eval`, runs the benchmark (`evaluate.py`) on the exported file.
 Inference knobs (e.g. `--set refine_passes=2`) are tuned on validation seeds, never on benchmark seeds.
 """
@@ -18,7 +19,9 @@ import torch
 import yaml
 
 from models.checkpoints import fp16_state
-from models.detector import WEIGHTS, DetectorConfig, build_net
+from models.detector import WEIGHTS, DetectorConfig
+from models.detector_net import build_net
+from training.detector import export_onnx
 from training.detector.data import face_paths
 from training.detector.evaluate import KIND_OFFSETS
 from training.detector.evaluate import main as evaluate_main
@@ -109,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     json_path = args.out.with_suffix(".json")
     json_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    exported = export_onnx.export(args.out)  # a replica running ONNX Runtime refuses a stale export
     size = f"{facts['bytes'] / 1e6:.2f} MB, {facts['parameters']:,} parameters"
-    print(f"wrote {args.out} ({size}) and {json_path}")
+    print(f"wrote {args.out} ({size}), {json_path} and {exported}")
     return 0
 
 

@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from models.checkpoints import atomic_save
-from models.detector import WEIGHTS, DetectorNet, read_net
+from models.detector import WEIGHTS
+from models.detector_net import DetectorNet, read_net
 
 
 def _conv_norm(block: nn.Module) -> tuple[nn.Conv2d, nn.BatchNorm2d]:

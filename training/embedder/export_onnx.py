@@ -2,27 +2,25 @@
 
 Writes `<weights>.onnx` beside the weights (`models/weights/embedder.onnx` for the shipped ones) with the
 weights' version (`cardcat_version`) and the network's input size and width (`cardcat_model`) in its
-metadata. A CPU Embedder replica serves it in ONNX Runtime without importing torch when asked to
-(`CARDCAT_SCAN_EMBEDDER_RUNTIME=onnx`); an export made from other weights is refused there, so run this
-after every retraining. The export is checked against torch before it is written.
+metadata. A CPU Embedder replica serves it in ONNX Runtime without importing torch
+(`CARDCAT_SCAN_EMBEDDER_RUNTIME`); an export made from other weights is refused there, so training's
+export runs this after every retraining. The export is checked against torch before it is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime
 import torch
 
-from models.checkpoints import load_weights, read_weights, weights_version
-from models.embedder import INPUT, INPUT_H, INPUT_W, ONNX_MODEL_META, OUTPUT, WEIGHTS, onnx_path
+from models.checkpoints import load_weights, read_weights
+from models.embedder import INPUT, INPUT_H, INPUT_W, OUTPUT, WEIGHTS
 from models.embedder_net import EmbedderGraph, build_net
-from models.sessions import fold_batchnorm
+from models.sessions import ONNX_MODEL_META, fold_batchnorm, onnx_path
+from training.onnx_export import write_onnx
 
 # ONNX Runtime against torch on random faces: unit vectors agree to float rounding (measured ~1e-7).
 TOLERANCE = 1e-5
@@ -36,42 +34,18 @@ def export(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
     width, height = model_cfg.get("input_size", (INPUT_W, INPUT_H))
     net = load_weights(build_net(model_cfg), blob).eval()
     fold_batchnorm(net)  # in place
-    net.export_pooling = True
     graph = EmbedderGraph(net).eval()
     faces = np.random.default_rng(0).integers(0, 256, (4, int(height), int(width), 3), np.uint8)
+    with torch.inference_mode():
+        expected = graph(torch.from_numpy(faces)).numpy()  # torch's own forward, adaptive pooling
     out = Path(out) if out is not None else onnx_path(weights)
-    tmp = out.with_suffix(".onnx.tmp")
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch nudges towards its dynamo exporter, which needs onnxscript
-        torch.onnx.export(
-            graph,
-            (torch.from_numpy(faces),),
-            str(tmp),
-            input_names=[INPUT],
-            output_names=[OUTPUT],
-            dynamic_axes={INPUT: {0: "batch"}, OUTPUT: {0: "batch"}},
-            opset_version=17,
-            dynamo=False,
-        )
-        net.export_pooling = False
-        expected = graph(torch.from_numpy(faces)).numpy()
-    model = onnx.load(str(tmp))
     meta = {
-        "cardcat_version": weights_version(weights),
         ONNX_MODEL_META: json.dumps(
             {"input_size": [int(width), int(height)], "dim": int(model_cfg.get("dim", 128))}
-        ),
+        )
     }
-    for key, value in meta.items():
-        model.metadata_props.add(key=key, value=value)
-    onnx.save(model, str(tmp))
-    session = onnxruntime.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
-    got = session.run([OUTPUT], {INPUT: faces})[0]
-    error = float(np.abs(got - expected).max())
-    if error > TOLERANCE:
-        tmp.unlink()
-        raise ValueError(f"the ONNX export differs from torch by {error:.2e} (> {TOLERANCE})")
-    tmp.replace(out)
+    net.export_pooling = True  # the exporter refuses the adaptive pool; the same values as a plain one
+    write_onnx(graph, [(faces, expected)], (INPUT, OUTPUT), weights, meta, out, TOLERANCE)
     return out
 
 

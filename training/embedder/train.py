@@ -166,6 +166,9 @@ def export(net: torch.nn.Module, config: dict[str, Any], run: Path, summary: dic
         **summary,
     }
     target.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
+    from training.embedder import export_onnx
+
+    export_onnx.export(target)  # a replica running ONNX Runtime refuses a stale export
     return target
 
 

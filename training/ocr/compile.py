@@ -1,9 +1,10 @@
-"""Compile the shipped print reader to TorchScript: `python -m training.ocr.compile [--weights PATH]`.
+"""Compile the shipped print reader: `python -m training.ocr.compile [--weights PATH]`.
 
-Writes `<weights>.ts` beside the weights (`models/weights/ocr.ts` for the shipped ones). The Reader
-replica serves that file with torch alone instead of building the model through docTR (~300 MB less per
-replica), as long as it was compiled from the weights being loaded; run this after every retraining
-(a stale file is ignored, never used).
+Writes `<weights>.ts` beside the weights (`models/weights/ocr.ts` for the shipped ones) and their ONNX
+export `<weights>.onnx` (`training.ocr.export_onnx`). A torch Reader replica serves the TorchScript file
+with torch alone instead of building the model through docTR (~300 MB less per replica), as long as it
+was compiled from the weights being loaded (a stale file is ignored, never used); an ONNX one serves the
+export without torch, and refuses a stale one. Run this after every retraining.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from models.ocr import WEIGHTS, compile_reader
+from models.ocr import WEIGHTS
+from models.ocr_net import compile_reader
+from training.ocr import export_onnx
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="default: the weights' path with .ts")
     args = parser.parse_args(argv)
     out = compile_reader(args.weights, args.out)
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    exported = export_onnx.export(args.weights)
+    for path in (out, exported):
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
     return 0
 
 

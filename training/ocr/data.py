@@ -31,7 +31,8 @@ from PIL import Image, ImageDraw, ImageFont
 from catalog_api.ingest.feed import card_name, feed_path, read_jsonl
 from catalog_api.kit.cardtext import footer_line, printed_number
 from models.geometry import read_face
-from models.ocr import CANVAS_H, CANVAS_W, FOOTER, NAME, Region, region_quad, to_tensor, warp
+from models.ocr import CANVAS_H, CANVAS_W, FOOTER, NAME, Region, region_quad, warp
+from models.ocr_net import to_tensor
 from training.renders import SHARED, load_renderer
 from training.synth import Difficulty, photo_view
 

@@ -23,7 +23,8 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from models.checkpoints import fp16_state
-from models.ocr import WEIGHTS, build_model, crnn_features, crnn_logits
+from models.ocr import WEIGHTS
+from models.ocr_net import build_model, crnn_features, crnn_logits
 from models.ocr_text import ctc_greedy
 from serve_app.config import resolve_device
 from training.curves import Panel, Series
@@ -107,7 +108,7 @@ def validate(model: torch.nn.Module, val: dict[str, Any], vocab: str) -> dict[st
     out: dict[str, float] = {}
     with torch.inference_mode():
         for region in ("name", "footer"):
-            reads = ctc_greedy(crnn_logits(model, val[region]).softmax(-1).cpu(), vocab)
+            reads = ctc_greedy(crnn_logits(model, val[region]).softmax(-1).float().cpu().numpy(), vocab)
             truth = val[f"{region}_text"]
             out[f"val_{region}_acc"] = float(np.mean([r[0] == t for r, t in zip(reads, truth, strict=True)]))
             errors = sum(Levenshtein.distance(r[0], t) for r, t in zip(reads, truth, strict=True))
