@@ -102,3 +102,20 @@ def test_a_process_that_embeds_in_onnx_runtime_never_imports_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[-2] == "(1, 128) False", done.stdout + done.stderr
+
+
+def test_shipping_new_weights_writes_their_onnx_export(tmp_path: Path) -> None:
+    """The embedder training's export (new weights from a run) writes the ONNX file beside them, so a
+    replica that runs ONNX Runtime serves the new network rather than refusing a stale file."""
+    from models.checkpoints import load_weights, read_weights
+    from models.embedder_net import build_net
+    from training.embedder.train import export as ship
+
+    blob = read_weights(WEIGHTS)
+    net = load_weights(build_net(blob["model"]), blob)
+    target = tmp_path / "embedder.pt"
+    config = {"model": blob["model"], "export": {"weights": str(target)}}
+    assert ship(net, config, tmp_path, {}) == target
+    assert onnx_path(target).exists()
+    fresh = CardEmbedder(target, backend=ONNX)  # refused were the export not made from these weights
+    assert fresh.version == weights_version(target)

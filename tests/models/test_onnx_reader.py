@@ -166,3 +166,17 @@ def test_a_process_that_reads_in_onnx_runtime_never_imports_torch_or_doctr() -> 
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[-2] == "1 False False", done.stdout + done.stderr
+
+
+def test_compiling_new_weights_writes_their_onnx_export_too(tmp_path: Path) -> None:
+    """`training.ocr.compile` (run after every retraining) writes the TorchScript file and the ONNX export,
+    so a replica of either runtime serves the new weights."""
+    from training.ocr import compile as compile_step
+
+    weights = tmp_path / "ocr.pt"
+    shutil.copy(WEIGHTS, weights)
+    assert compile_step.main(["--weights", str(weights)]) == 0
+    assert weights.with_suffix(".ts").exists() and onnx_path(weights).exists()
+    compiled = PrintReader(weights, compiled=weights.with_suffix(".ts"))
+    assert compiled.model is None  # the TorchScript file was used: compiled from these very weights
+    assert PrintReader(weights, runtime="onnx").vocab == compiled.vocab  # and the export was not refused

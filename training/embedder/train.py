@@ -33,6 +33,7 @@ from models.embedder_net import build_net, to_tensor
 from models.geometry import read_face
 from serve_app.config import resolve_device
 from training.curves import Panel, Series
+from training.embedder import export_onnx
 from training.embedder.data import (
     EVAL_SEED_BASE,
     HardBatchSampler,
@@ -145,7 +146,8 @@ CURVES = (
 
 
 def export(net: torch.nn.Module, config: dict[str, Any], run: Path, summary: dict[str, Any]) -> Path:
-    """fp16 weights + a manifest: what it was trained on, how, and how well; the service reads only these."""
+    """fp16 weights + a manifest (what it was trained on, how, and how well) + the ONNX export: what the
+    service reads."""
     target = REPO / config["export"]["weights"]
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_save({"model": config["model"], "state_dict": fp16_state(net)}, target)
@@ -166,8 +168,6 @@ def export(net: torch.nn.Module, config: dict[str, Any], run: Path, summary: dic
         **summary,
     }
     target.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
-    from training.embedder import export_onnx
-
     export_onnx.export(target)  # a replica running ONNX Runtime refuses a stale export
     return target
 
