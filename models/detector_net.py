@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.checkpoints import load_weights, read_weights
-from models.detector import DetectorConfig
+from models.detector_config import DetectorConfig
 from models.layers import conv_bn_relu
 
 

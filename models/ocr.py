@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -28,12 +28,14 @@ from models.inference import InferenceModel
 from models.ocr_text import ctc_greedy, ctc_scores, line_score, parse_footer, parse_name, vote
 from models.sessions import OnnxSession, open_export
 
+if TYPE_CHECKING:
+    from models.ocr_net import Recognizer
+
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "ocr.pt"
 # The shipped weights' network compiled to TorchScript (`python -m training.ocr.compile`): serving it needs
 # torch alone, not docTR, whose import (scipy, matplotlib, h5py, huggingface_hub...) costs a replica
 # ~300 MB. Used only while it was compiled from the weights being loaded (their SHA-256 is inside).
 COMPILED = WEIGHTS.with_suffix(".ts")
-COMPILED_META = "cardcat.json"
 CANVAS_W, CANVAS_H = 600, 838
 
 
@@ -121,10 +123,6 @@ def to_canvas(face: np.ndarray) -> np.ndarray:
             face, (CANVAS_W, CANVAS_H), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
         )
     return np.ascontiguousarray(face, dtype=np.uint8)
-
-
-# A docTR recognition model (CRNN, PARSeq...): an nn.Module whose parts docTR leaves untyped.
-Recognizer = Any
 
 
 class PrintReader(InferenceModel[np.ndarray, list[PrintRead]]):

@@ -1,9 +1,10 @@
 """The print reader's network: docTR's recognition models, built offline, the CRNN's log-probabilities, and
-the compiled (TorchScript) and exported (ONNX) forms serving runs.
+the graph its ONNX export runs; loading the compiled (TorchScript) form.
 
 Defined here, once, and imported by training and by the torch paths of `models.ocr.PrintReader`, so the
-two cannot drift. Kept apart from `models.ocr` (crop geometry, decoding, parsing) so that a replica whose
-network runs in ONNX Runtime (`python -m training.ocr.export_onnx` writes it) never imports torch.
+two cannot drift. It imports nothing of `models.ocr` (training builds the compiled and exported forms:
+`training.ocr.compile`, `training.ocr.export_onnx`), and `models.ocr` imports it only on its torch path,
+so a replica whose network runs in ONNX Runtime never imports torch.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ import numpy as np
 import torch
 
 from models.checkpoints import weights_sha256
-from models.ocr import COMPILED_META, WEIGHTS, PrintReader, Recognizer
+
+# A docTR recognition model (CRNN, PARSeq...): an nn.Module whose parts docTR leaves untyped.
+Recognizer = Any
+# Where a compiled reader (TorchScript, `training.ocr.compile`) keeps what serving needs beside the graph.
+COMPILED_META = "cardcat.json"
 
 
 def default_vocab() -> str:
@@ -91,28 +96,6 @@ class ReaderGraph(torch.nn.Module):
     def forward(self, crops: torch.Tensor) -> torch.Tensor:
         x = crops.permute(0, 3, 1, 2).float() / 255.0
         return self.log_probs((x - self.mean) / self.std)
-
-
-def compile_reader(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
-    """Trace the weights' CRNN (BatchNorm folded) to TorchScript beside them, with what serving needs
-    (vocab, normalisation, the weights' SHA-256) inside. Any batch size and crop width traces the same."""
-    reader = PrintReader(weights, compiled=None)
-    if not reader.is_ctc:
-        raise ValueError(f"only CTC (crnn) models compile; {reader.arch} does not")
-    out = out or Path(weights).with_suffix(".ts")
-    with torch.inference_mode():
-        traced = torch.jit.freeze(
-            torch.jit.trace(CTCLogProbs(reader.model).eval(), torch.rand(5, 3, 32, 288))
-        )
-    meta = {
-        "source_sha256": weights_sha256(weights),
-        "arch": reader.arch,
-        "vocab": reader.vocab,
-        "mean": list(reader.mean),
-        "std": list(reader.std),
-    }
-    torch.jit.save(traced, str(out), _extra_files={COMPILED_META: json.dumps(meta)})
-    return out
 
 
 def load_compiled(path: Path, weights: Path, device: str) -> tuple[Any, dict[str, Any]] | None:

@@ -153,7 +153,7 @@ def test_the_compiled_reader_runs_on_whatever_device_it_is_loaded_on(tmp_path: P
     and a fresh compile must name no device at all."""
     require_weights("ocr.pt", "ocr.ts")
     from models.ocr import COMPILED
-    from models.ocr_net import compile_reader
+    from training.ocr.compile import compile_reader
 
     fresh = compile_reader(WEIGHTS / "ocr.pt", tmp_path / "fresh.ts")
     for path in (COMPILED, fresh):

@@ -281,7 +281,7 @@ def test_the_compiled_reader_reads_what_the_docTR_model_reads(
     import sys
 
     from models.ocr import COMPILED
-    from models.ocr_net import compile_reader
+    from training.ocr.compile import compile_reader
 
     assert COMPILED.exists(), "models/weights/ocr.ts missing: python -m training.ocr.compile"
     assert reader.model is None, "the shipped ocr.ts was not compiled from the shipped ocr.pt"

@@ -10,11 +10,37 @@ export without torch, and refuses a stale one. Run this after every retraining.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
-from models.ocr import WEIGHTS
-from models.ocr_net import compile_reader
+import torch
+
+from models.checkpoints import weights_sha256
+from models.ocr import WEIGHTS, PrintReader
+from models.ocr_net import COMPILED_META, CTCLogProbs
 from training.ocr import export_onnx
+
+
+def compile_reader(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
+    """Trace the weights' CRNN (BatchNorm folded) to TorchScript beside them, with what serving needs
+    (vocab, normalisation, the weights' SHA-256) inside. Any batch size and crop width traces the same."""
+    reader = PrintReader(weights, compiled=None)
+    if not reader.is_ctc:
+        raise ValueError(f"only CTC (crnn) models compile; {reader.arch} does not")
+    out = out or Path(weights).with_suffix(".ts")
+    with torch.inference_mode():
+        traced = torch.jit.freeze(
+            torch.jit.trace(CTCLogProbs(reader.model).eval(), torch.rand(5, 3, 32, 288))
+        )
+    meta = {
+        "source_sha256": weights_sha256(weights),
+        "arch": reader.arch,
+        "vocab": reader.vocab,
+        "mean": list(reader.mean),
+        "std": list(reader.std),
+    }
+    torch.jit.save(traced, str(out), _extra_files={COMPILED_META: json.dumps(meta)})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,8 +19,8 @@ import cv2
 import torch
 
 from models.checkpoints import fp16_state, load_weights, read_weights
-from models.ocr import WEIGHTS, Recognizer
-from models.ocr_net import build_model
+from models.ocr import WEIGHTS
+from models.ocr_net import Recognizer, build_model
 from training.ocr.data import VOCAB, LineBatches, LineSampler, collate
 from training.ocr.train import DEFAULTS, VAL_SEED_BASE, line_samplers, validate
 from training.renders import DEFAULT_CACHE, SHARED
