@@ -59,6 +59,8 @@ from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 # One key sends every photo: the 300/60 s budget would answer most of them 429.
 BENCH_RATE_LIMIT = 100_000_000
 SEED_BASE = 14_000_000
+# The scanner's model replicas, each with a `CARDCAT_SCAN_<MODEL>_RUNTIME` setting (`--<model>-runtime`).
+RUNTIME_MODELS = ("detector", "embedder", "reader")
 # synth.make_photo composes 960x1280 (80%) or 720x960 photos; these scales give the three sizes.
 SIZES = {"12mp": 3.15, "2mp": 1.275, "0.5mp": 0.64}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -424,7 +426,7 @@ def main() -> int:
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="fp32")
     parser.add_argument("--threads", type=int, default=1, help="torch/OpenCV threads per model replica")
-    for model in ("detector", "embedder", "reader"):
+    for model in RUNTIME_MODELS:
         parser.add_argument(
             f"--{model}-runtime",
             choices=("torch", "onnx"),
@@ -461,7 +463,7 @@ def main() -> int:
             CARDCAT_SCAN_BATCH_WAIT_MS=str(args.batch_wait_ms),
             **{
                 f"CARDCAT_SCAN_{model.upper()}_RUNTIME": getattr(args, f"{model}_runtime")
-                for model in ("detector", "embedder", "reader")
+                for model in RUNTIME_MODELS
                 if getattr(args, f"{model}_runtime") is not None
             },
         )

@@ -96,6 +96,14 @@ def _limit_threads(device: str, threads: int, torch_too: bool = True) -> None:
             torch.set_num_interop_threads(1)
 
 
+def _replica_device(device: str, threads: int, onnx: bool) -> str:
+    """Where a model replica computes, its threads limited there (`_limit_threads`): the CPU when its
+    network runs in ONNX Runtime (asking torch whether there is a GPU would load torch), else `device`."""
+    device = "cpu" if onnx else resolve_device(device)
+    _limit_threads(device, threads, torch_too=not onnx)
+    return device
+
+
 @serve.deployment(max_ongoing_requests=32)
 class Detector:
     """Decode, locate and rectify: everything that needs the photo's pixels happens in this replica, so
@@ -116,10 +124,7 @@ class Detector:
         from models.sessions import Backend
 
         runtime = Backend.from_dict({**(backend or {}), "threads": threads})
-        onnx = runtime.kind == "onnx"
-        # ONNX Runtime runs on the CPU here; asking torch whether there is a GPU would load torch.
-        device = "cpu" if onnx else resolve_device(device)
-        _limit_threads(device, threads, torch_too=not onnx)
+        device = _replica_device(device, threads, onnx=runtime.kind == "onnx")
         self.model = CardDetector(Path(weights), device, runtime)
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
         self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
@@ -173,9 +178,7 @@ class Reader:
         """`runtime`: "torch", or "onnx" (the weights' ONNX export in ONNX Runtime on the CPU; no torch)."""
         from models.ocr import PrintReader
 
-        onnx = runtime == "onnx"
-        device = "cpu" if onnx else resolve_device(device)
-        _limit_threads(device, threads, torch_too=not onnx)
+        device = _replica_device(device, threads, onnx=runtime == "onnx")
         kwargs: dict[str, Any] = {"arch": arch} if arch else {}
         checkpoint_path = Path(checkpoint) if checkpoint else None
         self.model = PrintReader(
@@ -231,10 +234,7 @@ class Embedder:
         from serve_app.index_bundle import BundleWatcher
 
         runtime = Backend.from_dict({**(backend or {}), "threads": threads})
-        onnx = runtime.kind == "onnx"
-        # ONNX Runtime runs on the CPU here; asking torch whether there is a GPU would load torch.
-        device = "cpu" if onnx else resolve_device(device)
-        _limit_threads(device, threads, torch_too=not onnx)
+        device = _replica_device(device, threads, onnx=runtime.kind == "onnx")
         self.model = CardEmbedder(Path(weights), device, backend=runtime)
         # On a GPU the index is searched there too (one exact matrix product, models.tensor_ops).
         self.search_device = device if device.startswith("cuda") else None

@@ -20,12 +20,11 @@ from PIL import Image
 
 from models.checkpoints import weights_version
 from models.detector import INPUT, OUTPUT, WEIGHTS, CardDetector
-from models.geometry import read_face
 from models.sessions import Backend, onnx_path
-from tests.harness import REPO
+from tests.harness import REPO, base1_faces
 from training.detector.evaluate import corner_error_pct
 from training.detector.export_onnx import TOLERANCE, export
-from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
+from training.renders import SHARED
 from training.synth import BENCH_SEED_BASE, make_photo
 
 ONNX = Backend(kind="onnx")
@@ -47,15 +46,8 @@ def detectors() -> tuple[CardDetector, CardDetector]:
 
 @pytest.fixture(scope="module")
 def faces(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
-    """Four base1 faces (held out of training): from the render cache when it has them, else rendered."""
-    cache = DEFAULT_CACHE / "catalog"
-    manifest = read_manifest(cache / "manifest.jsonl") if (cache / "manifest.jsonl").exists() else {}
-    paths = [cache / info["high"] for cid, info in sorted(manifest.items()) if cid.startswith("base1-")][:4]
-    if len([p for p in paths if p.exists()]) < 4:
-        out = tmp_path_factory.mktemp("renders")
-        rendered = read_manifest(render_catalog(SHARED / "catalog", out, ["base1"], limit=4, progress=False))
-        paths = [out / info["high"] for info in rendered.values()]
-    return [read_face(Path(p)) for p in paths]
+    """Four base1 faces (held out of training)."""
+    return base1_faces(4, tmp_path_factory.mktemp("renders"))
 
 
 def test_the_shipped_export_gives_torchs_probabilities(detectors: tuple[CardDetector, CardDetector]) -> None:

@@ -18,13 +18,12 @@ import pytest
 import torch
 
 from models.checkpoints import weights_version
-from models.geometry import read_face
 from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader
 from models.ocr_text import ctc_greedy, ctc_scores
 from models.sessions import onnx_path
-from tests.harness import REPO
+from tests.harness import REPO, base1_faces
 from training.ocr.export_onnx import INPUT, OUTPUT, TOLERANCE, export
-from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
+from training.renders import SHARED
 
 VOCAB = "ABCDEFGHIJ0123456789/ "
 needs_shared = pytest.mark.skipif(
@@ -104,15 +103,7 @@ def test_the_shipped_export_gives_torchs_log_probabilities(readers: tuple[PrintR
 def test_the_shipped_export_reads_real_faces_as_torch_does(
     readers: tuple[PrintReader, PrintReader], tmp_path: Path
 ) -> None:
-    cache = DEFAULT_CACHE / "catalog"
-    manifest = read_manifest(cache / "manifest.jsonl") if (cache / "manifest.jsonl").exists() else {}
-    paths = [cache / info["high"] for cid, info in sorted(manifest.items()) if cid.startswith("base1-")][:4]
-    if len([p for p in paths if p.exists()]) < 4:
-        rendered = read_manifest(
-            render_catalog(SHARED / "catalog", tmp_path, ["base1"], limit=4, progress=False)
-        )
-        paths = [tmp_path / info["high"] for info in rendered.values()]
-    faces = [read_face(Path(p)) for p in paths]
+    faces = base1_faces(4, tmp_path)
     footers = [["025/102", "1/102", "4/102", "XY 004/102"]] * len(faces)
     by_torch, by_onnx = readers
     for mine, theirs in zip(

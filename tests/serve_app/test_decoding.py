@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -15,7 +14,6 @@ from PIL import Image
 
 from catalog_api.kit.errors import UnsupportedImage
 from models.detector import WEIGHTS, CardDetector
-from models.geometry import read_face
 from serve_app.decoding import (
     DRAFT_MIN_SIDE,
     WORK_MAX_SIDE,
@@ -24,8 +22,9 @@ from serve_app.decoding import (
     decode_jpeg_opencv,
     decode_photo,
 )
+from tests.harness import base1_faces
 from training.detector.evaluate import corner_error_pct
-from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
+from training.renders import SHARED
 from training.synth import make_photo
 
 SEED = 21_000_000  # validation seeds: neither training's nor the benchmarks'
@@ -44,14 +43,7 @@ needs_shared = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def faces(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
-    cache = DEFAULT_CACHE / "catalog"
-    manifest = read_manifest(cache / "manifest.jsonl") if (cache / "manifest.jsonl").exists() else {}
-    paths = [cache / info["high"] for cid, info in sorted(manifest.items()) if cid.startswith("base1-")][:2]
-    if len([p for p in paths if p.exists()]) < 2:
-        out = tmp_path_factory.mktemp("renders")
-        rendered = read_manifest(render_catalog(SHARED / "catalog", out, ["base1"], limit=2, progress=False))
-        paths = [out / info["high"] for info in rendered.values()]
-    return [read_face(Path(p)) for p in paths]
+    return base1_faces(2, tmp_path_factory.mktemp("renders"))
 
 
 @pytest.fixture(scope="module")

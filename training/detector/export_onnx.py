@@ -9,7 +9,6 @@ there, so `training.detector.export` runs this after writing new weights. Checke
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -20,8 +19,8 @@ import torch
 from models.checkpoints import load_weights, read_weights
 from models.detector import INPUT, OUTPUT, WEIGHTS, DetectorConfig
 from models.detector_net import DetectorGraph, build_net
-from models.sessions import ONNX_MODEL_META, fold_batchnorm, onnx_path
-from training.onnx_export import write_onnx
+from models.sessions import ONNX_MODEL_META, fold_batchnorm
+from training.onnx_export import export_command, write_onnx
 
 # ONNX Runtime against torch on random views: probabilities agree to float rounding (measured ~1e-7).
 TOLERANCE = 1e-5
@@ -37,20 +36,12 @@ def export(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
     views = np.random.default_rng(0).integers(0, 256, (3, size, size, 3), np.uint8)
     with torch.inference_mode():
         expected = graph(torch.from_numpy(views)).numpy()
-    out = Path(out) if out is not None else onnx_path(weights)
     meta = {ONNX_MODEL_META: json.dumps(dataclasses.asdict(cfg))}
-    write_onnx(graph, [(views, expected)], (INPUT, OUTPUT), weights, meta, out, TOLERANCE)
-    return out
+    return write_onnx(graph, [(views, expected)], (INPUT, OUTPUT), weights, meta, out, TOLERANCE)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--weights", type=Path, default=WEIGHTS)
-    parser.add_argument("--out", type=Path, default=None, help="default: the weights' path with .onnx")
-    args = parser.parse_args(argv)
-    out = export(args.weights, args.out)
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
-    return 0
+    return export_command(argv, __doc__, export, WEIGHTS)
 
 
 if __name__ == "__main__":

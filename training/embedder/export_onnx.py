@@ -9,7 +9,6 @@ export runs this after every retraining. The export is checked against torch bef
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -19,8 +18,8 @@ import torch
 from models.checkpoints import load_weights, read_weights
 from models.embedder import INPUT, INPUT_H, INPUT_W, OUTPUT, WEIGHTS
 from models.embedder_net import EmbedderGraph, build_net
-from models.sessions import ONNX_MODEL_META, fold_batchnorm, onnx_path
-from training.onnx_export import write_onnx
+from models.sessions import ONNX_MODEL_META, fold_batchnorm
+from training.onnx_export import export_command, write_onnx
 
 # ONNX Runtime against torch on random faces: unit vectors agree to float rounding (measured ~1e-7).
 TOLERANCE = 1e-5
@@ -38,25 +37,17 @@ def export(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
     faces = np.random.default_rng(0).integers(0, 256, (4, int(height), int(width), 3), np.uint8)
     with torch.inference_mode():
         expected = graph(torch.from_numpy(faces)).numpy()  # torch's own forward, adaptive pooling
-    out = Path(out) if out is not None else onnx_path(weights)
     meta = {
         ONNX_MODEL_META: json.dumps(
             {"input_size": [int(width), int(height)], "dim": int(model_cfg.get("dim", 128))}
         )
     }
     net.export_pooling = True  # the exporter refuses the adaptive pool; the same values as a plain one
-    write_onnx(graph, [(faces, expected)], (INPUT, OUTPUT), weights, meta, out, TOLERANCE)
-    return out
+    return write_onnx(graph, [(faces, expected)], (INPUT, OUTPUT), weights, meta, out, TOLERANCE)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--weights", type=Path, default=WEIGHTS)
-    parser.add_argument("--out", type=Path, default=None, help="default: the weights' path with .onnx")
-    args = parser.parse_args(argv)
-    out = export(args.weights, args.out)
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
-    return 0
+    return export_command(argv, __doc__, export, WEIGHTS)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ against torch at two crop widths (the name's and the footer's) before it is writ
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -19,8 +18,8 @@ import torch
 
 from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader
 from models.ocr_net import CTCLogProbs, ReaderGraph
-from models.sessions import ONNX_MODEL_META, onnx_path
-from training.onnx_export import write_onnx
+from models.sessions import ONNX_MODEL_META
+from training.onnx_export import export_command, write_onnx
 
 # ONNX Runtime against torch on random crops, in log-probability: measured ~2e-4 (the LSTM's and the
 # convolutions' float rounding), the same best glyph at every step; the compiled TorchScript is held to
@@ -40,7 +39,6 @@ def export(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
     crops = {region.name: rng.integers(0, 256, (3, *region.size, 3), np.uint8) for region in (NAME, FOOTER)}
     with torch.inference_mode():
         expected = {name: graph(torch.from_numpy(x)).numpy() for name, x in crops.items()}
-    out = Path(out) if out is not None else onnx_path(weights)
     meta = {
         ONNX_MODEL_META: json.dumps(
             {"arch": reader.arch, "vocab": reader.vocab, "mean": list(reader.mean), "std": list(reader.std)}
@@ -48,18 +46,11 @@ def export(weights: Path = WEIGHTS, out: Path | None = None) -> Path:
     }
     dynamic = ({0: "batch", 2: "width"}, {0: "batch", 1: "steps"})
     checks = [(crops[name], expected[name]) for name in ("name", "footer")]  # traced at the name's width
-    write_onnx(graph, checks, (INPUT, OUTPUT), weights, meta, out, TOLERANCE, dynamic)
-    return out
+    return write_onnx(graph, checks, (INPUT, OUTPUT), weights, meta, out, TOLERANCE, dynamic)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--weights", type=Path, default=WEIGHTS)
-    parser.add_argument("--out", type=Path, default=None, help="default: the weights' path with .onnx")
-    args = parser.parse_args(argv)
-    out = export(args.weights, args.out)
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
-    return 0
+    return export_command(argv, __doc__, export, WEIGHTS)
 
 
 if __name__ == "__main__":
