@@ -6,7 +6,10 @@ locating, rectifying, embedding the face both ways up, reading the print (with f
 scored, a typical race), each as CPU milliseconds per photo. `benchmarks/scan_load.py` gives the other
 half: what each server process spends per scan under load, Ray and HTTP included.
 
-    .venv/bin/python benchmarks/scan_stages.py [--photos 12] [--batch 1]
+    .venv/bin/python benchmarks/scan_stages.py [--photos 12] [--batch 1] [--runtime onnx|torch]
+
+`--runtime` picks where the three networks run: `onnx` (ONNX Runtime, what a CPU replica serves by
+default) or `torch`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--photos", type=int, default=12, help="photos per size")
     parser.add_argument("--batch", type=int, default=1, help="photos per network call")
+    parser.add_argument(
+        "--runtime",
+        choices=("onnx", "torch"),
+        default="onnx",
+        help="the networks' runtime (CPU default: onnx)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_stages.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -53,7 +62,11 @@ def main() -> int:
 
     manifest = read_manifest(render_catalog(SHARED_CATALOG, DEFAULT_CACHE / "catalog", ["sv01"]))
     card_ids = sorted(manifest)
-    detector, embedder, reader = CardDetector(), CardEmbedder(), PrintReader()
+    from models.sessions import Backend
+
+    backend = Backend(kind=args.runtime)
+    detector, embedder = CardDetector(backend=backend), CardEmbedder(backend=backend)
+    reader = PrintReader(runtime=args.runtime)
     footers = [f"SVI {n:03d}/198" for n in range(1, 6)]
     results: dict[str, Any] = {}
     for size, scale in SIZES.items():
@@ -94,13 +107,19 @@ def main() -> int:
         )
         results[size] = {"megapixels": round(float(megapixels) / 1e6, 2), "cpu_ms_per_photo": per_photo}
     machine = host.describe()
-    print(f"\nCPU ms per photo, one thread, batch {args.batch}; {host.summary(machine)}")
+    print(f"\nCPU ms per photo, one thread, batch {args.batch}, {args.runtime}; {host.summary(machine)}")
     print(f"{'photos':>6} {'MP':>5} " + " ".join(f"{stage:>14}" for stage in STAGES))
     for size, r in results.items():
         cells = " ".join(f"{r['cpu_ms_per_photo'][stage]:>14.1f}" for stage in STAGES)
         print(f"{size:>6} {r['megapixels']:>5.1f} {cells}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    body = {"host": machine, "batch": args.batch, "photos": args.photos, "sizes": results}
+    body = {
+        "host": machine,
+        "batch": args.batch,
+        "photos": args.photos,
+        "runtime": args.runtime,
+        "sizes": results,
+    }
     args.out.write_text(json.dumps(body, indent=2))
     print(f"wrote {args.out}")
     return 0

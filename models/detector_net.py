@@ -44,9 +44,20 @@ class DetectorNet(nn.Module):
             x = stage(x)
             skips.append(x)
         for stage, skip in zip(self.up, reversed(skips[:-1]), strict=True):
-            x = F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
-            x = stage(torch.cat([x, skip], 1))
+            x = stage(torch.cat([_upsample_to(x, skip), skip], 1))
         return F.interpolate(self.head(x), scale_factor=2, mode="bilinear", align_corners=False)
+
+
+def _upsample_to(x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+    """`x` bilinearly resized to `skip`'s height and width. Where that is exactly twice `x`'s (every stage
+    of a view whose side divides by 32, as the served 224 does), by `scale_factor=2`: the same numbers in
+    torch, bit for bit, but a traced export then has a constant scale instead of sizes computed from the
+    tensor's shape, which ONNX Runtime runs in its blocked-channel (NCHWc) layout like the convolutions
+    around it, without converting the layout back and forth at every stage (`models/weights/detector.onnx`:
+    ~10% less time a view, measured in docs/scanner-performance.md)."""
+    if skip.shape[-2] == 2 * x.shape[-2] and skip.shape[-1] == 2 * x.shape[-1]:
+        return F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    return F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
 
 
 def build_net(cfg: DetectorConfig) -> DetectorNet:

@@ -36,6 +36,30 @@ def test_detector_net_maps_views_to_three_maps_at_input_resolution() -> None:
     torch.testing.assert_close(probs, torch.sigmoid(logits), rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("size", [224, 200])
+def test_detector_net_upsamples_by_two_exactly_as_to_the_skips_size(size: int) -> None:
+    """The decoder resizes each stage to its skip's size by `scale_factor=2` where that is twice the stage
+    (a constant scale in the ONNX export); torch gives the same bits either way. A side that does not
+    divide by 32 (200: 13 -> 25 px at one stage) still reaches its skip's size."""
+    torch.manual_seed(0)
+    net = detector_net.build_net(detector.DetectorConfig()).eval()
+    views = torch.randint(0, 256, (2, size, size, 3), dtype=torch.uint8)
+
+    def by_size(x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
+
+    with torch.inference_mode():
+        got = net(detector_net.to_tensor(list(views.numpy())))
+        original = detector_net._upsample_to
+        detector_net._upsample_to = by_size
+        try:
+            expected = net(detector_net.to_tensor(list(views.numpy())))
+        finally:
+            detector_net._upsample_to = original
+    assert got.shape == (2, 3, size, size)
+    assert torch.equal(got, expected)
+
+
 def test_embedder_net_maps_faces_to_unit_vectors() -> None:
     torch.manual_seed(0)
     net = embedder_net.build_net({"dim": 64}).eval()
