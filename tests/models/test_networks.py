@@ -37,25 +37,24 @@ def test_detector_net_maps_views_to_three_maps_at_input_resolution() -> None:
 
 
 @pytest.mark.parametrize("size", [224, 200])
-def test_detector_net_upsamples_by_two_exactly_as_to_the_skips_size(size: int) -> None:
+def test_detector_net_upsamples_by_two_exactly_as_to_the_skips_size(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The decoder resizes each stage to its skip's size by `scale_factor=2` where that is twice the stage
-    (a constant scale in the ONNX export); torch gives the same bits either way. A side that does not
-    divide by 32 (200: 13 -> 25 px at one stage) still reaches its skip's size."""
+    (a constant scale in the ONNX export); torch gives the same bits as resizing to the skip's size. A side
+    that does not divide by 32 (200: the stages 7 -> 13 and 13 -> 25 px are not doubles) still reaches its
+    skip's size."""
     torch.manual_seed(0)
     net = detector_net.build_net(detector.DetectorConfig()).eval()
-    views = torch.randint(0, 256, (2, size, size, 3), dtype=torch.uint8)
+    views = detector_net.to_tensor(list(torch.randint(0, 256, (2, size, size, 3), dtype=torch.uint8).numpy()))
 
     def by_size(x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
 
     with torch.inference_mode():
-        got = net(detector_net.to_tensor(list(views.numpy())))
-        original = detector_net._upsample_to
-        detector_net._upsample_to = by_size
-        try:
-            expected = net(detector_net.to_tensor(list(views.numpy())))
-        finally:
-            detector_net._upsample_to = original
+        got = net(views)
+        monkeypatch.setattr(detector_net, "_upsample_to", by_size)
+        expected = net(views)
     assert got.shape == (2, 3, size, size)
     assert torch.equal(got, expected)
 
