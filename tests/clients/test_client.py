@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from cardcat_client import AsyncCardcatClient, CardcatClient, CardcatError, models
-from tests.catalog_api.helpers import ok, walk
+from tests.catalog_api.helpers import eventually, ok, walk
 from tests.harness import Service, launch
 
 
@@ -209,6 +209,14 @@ def test_movers_and_prices(priced: Service) -> None:
         card = cat.card(moved.id)
         prices = [price for variant in card.variants for price in variant.marketplace]
         assert prices and all(price.currency == "USD" and price.observed_on for price in prices)
-        product = next(cat.products())
-        assert product.marketplace and product.marketplace[0].variant
+
+        def priced_product() -> models.Product:
+            product = next(cat.products())
+            assert product.marketplace and product.marketplace[0].variant
+            return product
+
+        # Products come from the worker's read model, which picks up the fixture's price sync within
+        # about a second of it (it re-reads the feed versions at most once a second): a fast run can
+        # get here first and read the products as they were before the sync.
+        eventually(priced_product)
         assert cat.health().feeds["marketplace"].observed_on is not None

@@ -44,10 +44,16 @@ def replica_pids(deployment: str) -> list[int]:
     return found
 
 
+# The settings a deployment under `ScanLoad` runs with: four closed-loop clients on one key must never
+# meet its rate limit (300 a minute by default), or a 429 hides what a fault test looks for. On a fast CPU
+# they scan ~15 photos a second: a minute's budget gone in twenty seconds.
+UNDER_LOAD = {"CARDCAT_RATE_LIMIT": "1000000"}
+
+
 class ScanLoad:
     """Closed-loop scan clients (one event loop in a thread) while a test breaks something: counts each
     outcome (status, or `dropped: <error>` for a connection closed without an answer) and the 503s that
-    came without `Retry-After`."""
+    came without `Retry-After`. Start the deployment with `UNDER_LOAD`."""
 
     def __init__(self, base_url: str, key: str, bodies: list[bytes], clients: int = 4) -> None:
         self.base_url, self.key, self.bodies, self.clients = base_url, key, bodies, clients

@@ -20,7 +20,7 @@ import pytest
 
 from tests.harness import REPO, Service, launch_scanner, require_shared
 from tests.outages import TwoNodeCluster
-from tests.serve_app.replicas import ScanLoad, replica_pids, tg_photos
+from tests.serve_app.replicas import UNDER_LOAD, ScanLoad, replica_pids, tg_photos
 
 pytestmark = pytest.mark.slow
 EXPANSIONS = ("swsh10tg",)
@@ -46,6 +46,7 @@ def scanner(cluster: TwoNodeCluster, tmp_path_factory: pytest.TempPathFactory) -
         CARDCAT_RAY_ADDRESS=cluster.address,
         CARDCAT_SCAN_REPLICAS="2",
         **cluster.auth,
+        **UNDER_LOAD,
     )
     yield service
     service.stop()

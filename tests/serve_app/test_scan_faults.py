@@ -16,7 +16,7 @@ import pytest
 from benchmarks.scan_load import process_tree, role
 from serve_app.local import SERVE_PACE
 from tests.harness import Service, launch_scanner, require_shared
-from tests.serve_app.replicas import ScanLoad, replica_pids, tg_photos
+from tests.serve_app.replicas import UNDER_LOAD, ScanLoad, replica_pids, tg_photos
 
 EXPANSIONS = ("swsh10tg",)
 SEED = 22_000_000
@@ -25,7 +25,7 @@ SEED = 22_000_000
 @pytest.fixture(scope="module")
 def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     require_shared()
-    service = launch_scanner(tmp_path_factory.mktemp("faults"), EXPANSIONS)
+    service = launch_scanner(tmp_path_factory.mktemp("faults"), EXPANSIONS, **UNDER_LOAD)
     yield service
     service.stop()
 
