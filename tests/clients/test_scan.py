@@ -65,7 +65,7 @@ def test_the_async_client_scans(scanner: Service) -> None:
 
 def readme_example(path: Path) -> str:
     text = path.read_text()
-    start = text.index("```python\nfrom cardcat_client import") + len("```python\n")
+    start = text.index("```python\nfrom pathlib import Path\nfrom cardcat_client import") + len("```python\n")
     return text[start : text.index("```", start)]
 
 

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 
@@ -126,3 +127,48 @@ def test_tampered_replayed_or_wrongly_keyed_deliveries_are_refused(delivered: tu
         Post({**post.headers, "webhook-signature": "v2," + signature[3:]}, post.body), secret, "no signature"
     )
     _refused(post, "not base64!", "not a whsec_")
+
+
+def test_a_non_ascii_signature_is_refused_not_a_500(delivered: tuple[str, list[Post]]) -> None:
+    """A receiver built as the README says (verify, answer 401 on `WebhookVerificationError`), served by
+    uvicorn, sent a real delivery whose `webhook-signature` (or `-timestamp`) holds non-ASCII bytes. On
+    a73d9a9 `hmac.compare_digest` raised `TypeError` on the non-ASCII str, so the receiver answered 500
+    (and the sender would retry a forgery for a day) instead of refusing it with 401."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from tests.harness import ServerThread
+
+    secret, posts = delivered
+    post = posts[0]
+
+    async def hook(request: Request) -> Response:
+        try:
+            verify_webhook(await request.body(), request.headers, secret)
+        except WebhookVerificationError:
+            return Response(status_code=401)
+        return Response(status_code=204)
+
+    app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+    signature = post.headers["webhook-signature"]
+    stamp = post.headers["webhook-timestamp"]
+    arabic = stamp.translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+    forged = [
+        {"webhook-signature": signature[:-2].encode() + "é=".encode()},
+        {"webhook-signature": b"v1," + "²".encode() * 44},
+        {"webhook-signature": b"v1,\xff\xfe"},  # not UTF-8: read as Latin-1 by the receiver
+        {"webhook-timestamp": arabic.encode()},  # int() reads other scripts' digits
+    ]
+    with ServerThread(app) as server, httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as client:
+        sent = post.headers.items()
+        plain = {k.lower().encode(): v.encode("latin-1") for k, v in sent if k.lower() != "content-length"}
+        assert client.post("/hook", content=post.body, headers=plain).status_code == 204
+        for change in forged:
+            headers = {**plain, **{name.encode(): value for name, value in change.items()}}
+            assert client.post("/hook", content=post.body, headers=headers).status_code == 401, change
+    for change in forged:
+        value = next(iter(change.values())).decode("latin-1")
+        with pytest.raises(WebhookVerificationError):
+            verify_webhook(post.body, {**post.headers, next(iter(change)): value}, secret)

@@ -13,14 +13,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from cardcat_client.errors import CardcatError
 
-USER_AGENT = "cardcat-client-python/0.1"
+USER_AGENT = "cardcat-client-python/0.2"
 
 Params = Mapping[str, Any]
 
@@ -73,14 +74,51 @@ def query_params(params: Params) -> dict[str, str]:
     return out
 
 
-def scan_call(source: str | os.PathLike[str] | bytes) -> Call:
-    """`POST /v1/scan` for a photo given as bytes, a file path, or an `https://` URL the server fetches."""
+class ScanFile(Protocol):
+    """A file object opened for binary reading (`open(path, "rb")`, `io.BytesIO`)."""
+
+    def read(self) -> bytes: ...
+
+
+# What `scan()` takes. A `str` is only ever a URL: a path must be a `pathlib.Path` (any `os.PathLike`).
+ScanSource = bytes | bytearray | memoryview | os.PathLike[str] | ScanFile | str
+URL_SCHEMES = ("https://", "http://")
+
+
+def scan_call(source: ScanSource) -> Call:
+    """`POST /v1/scan` for a photo given as bytes, a binary file object, a `pathlib.Path`, or an
+    `https://` URL (a `str`) the server fetches.
+
+    A `str` is never opened as a file: before 0.2 any string that was not a URL was read from the local
+    disk and uploaded, so a URL-like value from an untrusted source (`"/etc/passwd"`, `"~/.ssh/id_rsa"`
+    after a typo in the scheme) sent a local file to the server. Now such a string raises `TypeError`
+    before anything is read or sent; wrap a path in `Path(...)` to upload it."""
     if isinstance(source, bytes | bytearray | memoryview):
-        return Call("POST", "/v1/scan", idempotent=False, files={"image": _part("photo", bytes(source))})
-    if isinstance(source, str) and source.startswith(("https://", "http://")):
+        return _upload("photo", bytes(source))
+    if isinstance(source, str):
+        if not source[:8].lower().startswith(URL_SCHEMES):
+            raise TypeError(
+                "scan() takes a str only as an http(s) URL for the server to fetch; "
+                "pass pathlib.Path(...) to upload a local file, or the photo's bytes"
+            )
         return Call("POST", "/v1/scan", idempotent=False, json={"url": source})
-    path = Path(source)
-    return Call("POST", "/v1/scan", idempotent=False, files={"image": _part(path.name, path.read_bytes())})
+    if isinstance(source, os.PathLike):
+        path = Path(source)
+        return _upload(path.name, path.read_bytes())
+    read = getattr(source, "read", None)
+    if callable(read):
+        data = read()
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError("scan() needs a file opened in binary mode ('rb'), not text")
+        name = getattr(source, "name", None)
+        return _upload(Path(name).name if isinstance(name, str) and name else "photo", bytes(data))
+    raise TypeError(
+        f"scan() takes bytes, a binary file, a pathlib.Path or an http(s) URL, not {type(source)}"
+    )
+
+
+def _upload(name: str, data: bytes) -> Call:
+    return Call("POST", "/v1/scan", idempotent=False, files={"image": _part(name, data)})
 
 
 def _part(name: str, data: bytes) -> tuple[str, bytes, str]:
@@ -90,16 +128,23 @@ def _part(name: str, data: bytes) -> tuple[str, bytes, str]:
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """`Retry-After` as seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    """`Retry-After` as seconds: RFC 9110's delay-seconds (ASCII digits only) or an HTTP-date; None when
+    absent or anything else. Only ASCII is read: `str.isdigit`, `int` and the date parser also take
+    other scripts' digits (`²`, `١٢`), and `float("²")` raises, so an odd header from a proxy must not
+    become an exception the caller never asked for (it is ignored: the usual backoff applies)."""
     if not value:
         return None
-    value = value.strip()
+    value = value.strip(" \t")
+    if not value.isascii():
+        return None
     if value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):
         return None
+    if when.tzinfo is None:  # `-0000`: UTC without a zone (RFC 5322), never the local time
+        when = when.replace(tzinfo=timezone.utc)  # noqa: UP017 (the client runs on Python 3.10)
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 

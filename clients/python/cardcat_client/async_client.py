@@ -4,7 +4,6 @@ iterators)."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
@@ -12,7 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from cardcat_client import models
-from cardcat_client._core import Call, Core, Retry, Stats, query_params, scan_call
+from cardcat_client._core import Call, Core, Retry, ScanSource, Stats, query_params, scan_call
 from cardcat_client.client import _headers
 from cardcat_client.errors import CardcatConnectionError
 from cardcat_client.routes import ROUTES, price_history_params
@@ -209,7 +208,9 @@ class AsyncCardcatClient:
         result: models.Health = await self._one("health")
         return result
 
-    async def scan(self, source: str | os.PathLike[str] | bytes) -> models.ScanResult:
-        """Name the card in a photo: bytes, a file path, or an `https://` URL the server fetches.
-        Never retried on a server error (only on `429`, which the server refused before reading)."""
+    async def scan(self, source: ScanSource) -> models.ScanResult:
+        """Name the card in a photo: its bytes, a binary file object, a `pathlib.Path`, or an `https://`
+        URL (a `str`) the server fetches. A `str` is never read as a local path (`TypeError` unless it
+        is an http(s) URL): wrap paths in `Path(...)`. Never retried on a server error (only on `429`,
+        which the server refused before reading)."""
         return models.ScanResult.model_validate(await self._send(scan_call(source)))
