@@ -14,6 +14,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
 
+from catalog_api.access.unknown_keys import UnknownKeys
 from catalog_api.kit.http_errors import is_database_down
 from catalog_api.kit.models import ApiKey
 
@@ -48,7 +49,7 @@ class KeyInfo:
     def status(self) -> str:
         if self.revoked_at is not None:
             return "revoked"
-        if self.expires_at is not None and _aware(self.expires_at) <= datetime.now(UTC):
+        if _expired(self.expires_at):
             return "expired"
         return "active"
 
@@ -105,12 +106,20 @@ class KeyVerifier:
     While the database cannot be reached, a key this process verified within `outage_grace_s` is still
     let through (its reads may be served from memory: reference tables, the response cache): a
     database restart then costs those clients nothing, and a revocation made during the outage takes
-    effect when the database is back. Any other key gets `500 internal` with `Retry-After`."""
+    effect when the database is back. Any other key gets `500 internal` with `Retry-After`.
+
+    A digest the database refused is not looked up again for a few seconds (`UnknownKeys`), so a client
+    repeating a bad key costs one lookup per interval, not one per request."""
 
     def __init__(
-        self, engine: AsyncEngine, outage_grace_s: float = 300.0, max_remembered: int = 100_000
+        self,
+        engine: AsyncEngine,
+        unknown: UnknownKeys | None = None,
+        outage_grace_s: float = 300.0,
+        max_remembered: int = 100_000,
     ) -> None:
         self._engine = engine
+        self.unknown = unknown or UnknownKeys()
         self.outage_grace_s, self.max_remembered = outage_grace_s, max_remembered
         self._verified: OrderedDict[str, float] = OrderedDict()  # digest -> monotonic time last verified
 
@@ -120,6 +129,8 @@ class KeyVerifier:
         The bucket is named by the key's digest, not its row id, so two databases sharing one Redis
         (staging and production, or test runs) never share a budget."""
         digest = hash_key(key)
+        if await self.unknown.contains(digest):
+            return None
         stmt = select(ApiKey.id, ApiKey.expires_at, ApiKey.revoked_at).where(ApiKey.key_hash == digest)
         try:
             async with self._engine.connect() as conn:
@@ -131,14 +142,17 @@ class KeyVerifier:
                 return _bucket(digest)
             raise
         self._verified.pop(digest, None)
-        if row is None or row.revoked_at is not None:
-            return None
-        if row.expires_at is not None and _aware(row.expires_at) <= datetime.now(UTC):
+        if row is None or row.revoked_at is not None or _expired(row.expires_at):
+            await self.unknown.add(digest)
             return None
         self._verified[digest] = time.monotonic()
         if len(self._verified) > self.max_remembered:
             self._verified.popitem(last=False)
         return _bucket(digest)
+
+
+def _expired(expires_at: datetime | None) -> bool:
+    return expires_at is not None and _aware(expires_at) <= datetime.now(UTC)
 
 
 def _bucket(digest: str) -> str:
