@@ -19,6 +19,7 @@ from catalog_api.catalog import bulk_routes, card_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.console import console_routes
 from catalog_api.deps import AppContext, CachedReads
+from catalog_api.docs_ui import docs_routes
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.db import make_async_engine
 from catalog_api.kit.http_errors import ErrorGuard, install_error_handlers
@@ -73,7 +74,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         version="1.0.0",
         summary="Trading-card catalog API with a photo scanner.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # `docs_routes` serves /docs from our own files, with a CSP
         redoc_url=None,
     )
     cache_bytes = settings.response_cache_mb * 1024 * 1024
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         image_routes,
         file_routes,
         console_routes,
+        docs_routes,
     )
     for router in (module.router for module in routers):
         app.include_router(router)

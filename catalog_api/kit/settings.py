@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     # Ray's metrics export port on this node when `cardcat serve` starts Ray (the scanner's
     # `ray_cardcat_scanner_stage_seconds` and Ray's own metrics); 0: Ray picks one.
     scan_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Seconds one worker answers `GET /health` from the report it last computed (one feed-state query a
+    # second per worker at most, however often it is polled; a database outage shows within that). 0: off.
+    health_cache_s: float = Field(default=1.0, ge=0, le=60)
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -132,3 +132,45 @@ def test_marketplace_older_than_its_allowance_is_stale(fresh: Any, feed_dir: Pat
     assert report["feeds"]["marketplace"]["status"] == "stale"
     assert report["feeds"]["catalog"]["status"] == "ok"
     assert report["status"] == "degraded"
+
+
+def test_health_queries_the_database_at_most_once_a_second_per_worker(tmp_path: Path) -> None:
+    """Reproduces #45 item 7: every `/health` poll (no key needed, so anyone's) was a feed-state query
+    (~990 a second). The real app under real uvicorn in this process, its engine's statements counted:
+    two polls in a row and a burst of 20 concurrent ones within the cache's second are one query, the
+    cached report keeps its ETag and 304, and a poll after the second queries again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import event
+
+    from catalog_api.app import create_app
+    from catalog_api.kit.settings import Settings
+    from tests.harness import ServerThread, create_database
+
+    database = create_database("sqlite", tmp_path)
+    Service(database, tmp_path / "data").cli("db", "upgrade")
+    ttl = 2.0  # the default is 1 s; 2 leaves a loaded machine time to send the burst inside one period
+    app = create_app(Settings(database_url=database.url, data_dir=tmp_path / "data", health_cache_s=ttl))
+    queries: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "feed_state" in statement:
+            queries.append(statement)
+
+    event.listen(app.state.context.engine.sync_engine, "before_cursor_execute", count)
+    with ServerThread(app) as server, httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as client:
+        first_at = time.monotonic()
+        first = client.get("/health")
+        second = client.get("/health")
+        assert time.monotonic() - first_at < ttl, "too slow to test within one cache period"
+        assert first.status_code == second.status_code == 200
+        assert first.content == second.content and first.headers["etag"] == second.headers["etag"]
+        assert len(queries) == 1, queries
+        unchanged = client.get("/health", headers={"If-None-Match": first.headers["etag"]})
+        assert unchanged.status_code == 304 and unchanged.headers["etag"] == first.headers["etag"]
+
+        time.sleep(ttl + 0.1)
+        with ThreadPoolExecutor(20) as pool:
+            burst = list(pool.map(lambda _: httpx.get(f"http://127.0.0.1:{server.port}/health"), range(20)))
+        assert {response.status_code for response in burst} == {200}
+        assert len(queries) == 2, queries  # the expired report was recomputed once for the whole burst

@@ -370,6 +370,35 @@ def test_scanning_without_a_scanner_says_so(tab: ConsolePage, catalog: Service):
     expect(page.locator("#message")).to_contain_text("Scanning is not available", timeout=TIMEOUT_MS)
 
 
+def test_a_malformed_card_address_is_told_and_routing_goes_on(tab: ConsolePage, catalog: Service):
+    """Reproduces #45 item 15: `#/card/%E0` (a %-escape that is no UTF-8) made `decodeURIComponent`
+    throw inside the router: an uncaught page error, no word to the user, and the card view left showing
+    whatever card was there before. Now it says the address names no card, and the next address works."""
+    from urllib.parse import quote
+
+    from playwright.sync_api import expect
+
+    with catalog.client(catalog.key) as client:
+        card = ok(client.get("/v1/cards", params={"limit": 1}))["items"][0]
+    page = tab.open("#/card/%E0", key=catalog.key)
+    expect(page.locator("#message")).to_contain_text("names no card", timeout=TIMEOUT_MS)
+    expect(page.locator("#card h1")).to_have_text("No such card")
+    assert tab.problems == []
+
+    page.evaluate("(hash) => { location.hash = hash; }", f"#/card/{quote(card['id'], safe='')}")
+    expect(page.locator("#card h1")).to_have_text(card["name"], timeout=TIMEOUT_MS)
+    expect(page.locator("#message")).to_be_hidden()
+
+    page.evaluate("() => { location.hash = '#/card/%E0'; }")  # from a card page: its card must go
+    expect(page.locator("#card h1")).to_have_text("No such card", timeout=TIMEOUT_MS)
+    expect(page.locator("#message")).to_contain_text("names no card")
+
+    page.evaluate("() => { location.hash = '#/search'; }")
+    expect(page.locator("#view-search")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#results .tile").first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#message")).to_be_hidden()
+
+
 def test_the_console_is_self_only_and_outside_the_api(catalog: Service):
     response = httpx.get(f"{catalog.base_url}/console")
     assert response.status_code == 200 and "<title>cardcat console</title>" in response.text

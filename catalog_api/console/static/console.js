@@ -184,12 +184,34 @@ function route() {
   }
   clearMessage();
   if (name === "card") {
-    showCard(decodeURIComponent(path.split("/").slice(2).join("/")));
+    const cardId = addressedCardId(path);
+    if (cardId === null) showBadCardAddress();
+    else showCard(cardId);
   } else if (name === "scan") {
     document.title = "Scan · cardcat console";
   } else {
     showSearch(new URLSearchParams(query));
   }
+}
+
+/** The card id in `#/card/<id>`, or null when its escapes are malformed (`%E0` alone is no UTF-8):
+ * decodeURIComponent throws URIError on those, which left the route half-drawn with a page error. */
+function addressedCardId(path) {
+  try {
+    return decodeURIComponent(path.split("/").slice(2).join("/"));
+  } catch (error) {
+    if (error instanceof URIError) return null;
+    throw error;
+  }
+}
+
+function showBadCardAddress() {
+  document.title = "Not found · cardcat console";
+  document.getElementById("card").replaceChildren(
+    el("h1", { text: "No such card" }),
+    el("p", {}, "This address names no card. ", el("a", { href: "#/search", text: "Search for it" }), "."),
+  );
+  showMessage("The card address is malformed (its %-escapes are not valid UTF-8), so it names no card.");
 }
 
 // ---- search ---------------------------------------------------------------------------------------
