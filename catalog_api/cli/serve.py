@@ -104,7 +104,11 @@ def serve(host: str, port: int, workers: int, scan: bool | None, metrics_port_se
             from serve_app.local import start_scanner
 
             app_name, ray_address = start_scanner(
-                config, settings.scan_port or None, attach_to, settings.scan_metrics_port
+                config,
+                settings.scan_port or None,
+                attach_to,
+                settings.scan_metrics_port,
+                photos_in_flight=workers * settings.scan_max_in_flight,  # the store holds them all
             )
             settings = settings.model_copy(update={"scan_app": app_name, "ray_address": ray_address})
             started_ray = True

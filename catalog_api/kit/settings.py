@@ -114,6 +114,14 @@ class Settings(BaseSettings):
     # Seconds one worker answers `GET /health` from the report it last computed (one feed-state query a
     # second per worker at most, however often it is polled; a database outage shows within that). 0: off.
     health_cache_s: float = Field(default=1.0, ge=0, le=60)
+    # Scans one worker holds at once (body, URL fetch, scanner call; catalog_api.scan.admission); the
+    # next is answered 503 scan_unavailable with Retry-After at once. `cardcat serve` sizes Ray's object
+    # store for workers x this many photos (serve_app.local), so photos never spill to disk.
+    scan_max_in_flight: int = Field(default=32, ge=1, le=1024)
+    # Name servers for scan URL host names, comma-separated IPs with optional ports ("10.0.0.2",
+    # "[2001:db8::53]:5353"), asked directly over UDP (catalog_api.scan.resolver). Empty: the system's
+    # resolver (getaddrinfo), on a small thread pool of its own.
+    scan_dns_servers: str = ""
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -8,6 +8,7 @@ Photos are held in memory only, never written or logged.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -26,8 +27,11 @@ from catalog_api.kit.photo import probe_image
 from catalog_api.kit.scan_contract import ScanDecision, ScannedCard, unidentified_answer
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
 from catalog_api.kit.vocabulary import GAME
+from catalog_api.scan.admission import ScanSlots
 from catalog_api.scan.intake import read_scan_upload
+from catalog_api.scan.resolver import make_resolver
 from catalog_api.scan.schemas import ScanResult
+from catalog_api.scan.url_fetch import FetchPolicy
 
 router = APIRouter(prefix="/v1", tags=["scan"])
 SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -82,9 +86,12 @@ async def scan(request: Request, context: Context, lang: Lang = None) -> Respons
 async def _scan(request: Request, context: AppContext, language: str | None) -> dict[str, Any]:
     if context.scanner is None:
         raise ScanUnavailable("Scanning is not configured on this deployment.")
-    data = await read_scan_upload(request, context.fetch_policy)
-    await run_in_threadpool(probe_image, data)
-    decision = await context.scanner.scan(data)
+    slots, policy = _intake(request, context)
+    with slots.hold():  # before the body is read: see catalog_api.scan.admission
+        data = await read_scan_upload(request, policy)
+        await run_in_threadpool(probe_image, data)
+        decision = await context.scanner.scan(data)
+        del data  # the photo leaves this worker's memory with its slot
     _observe_stages(decision)
     matches = await _hydrate(context, decision["matches"], language)
     return {
@@ -92,6 +99,19 @@ async def _scan(request: Request, context: AppContext, language: str | None) -> 
         "matches": matches,
         "unidentified": None if matches else unidentified_answer(decision),
     }
+
+
+def _intake(request: Request, context: AppContext) -> tuple[ScanSlots, FetchPolicy]:
+    """This app's scan slots and its fetch policy with the resolver the settings name, made on the
+    first scan (a worker has one app and one event loop)."""
+    state: tuple[ScanSlots, FetchPolicy] | None = getattr(request.app.state, "scan_intake", None)
+    if state is None:
+        settings, policy = context.settings, context.fetch_policy
+        if policy.resolver is None and settings.scan_dns_servers:
+            policy = replace(policy, resolver=make_resolver(settings.scan_dns_servers))
+        state = ScanSlots(settings.scan_max_in_flight), policy
+        request.app.state.scan_intake = state
+    return state
 
 
 def _observe_stages(decision: ScanDecision) -> None:

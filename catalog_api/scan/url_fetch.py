@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import certifi
 import httpx
@@ -25,11 +24,15 @@ from catalog_api.kit.netguard import (
     Reason,
     Target,
     URLRejected,
-    addresses_of,
     is_public_address,
     parse_url,
 )
 from catalog_api.kit.photo import MAX_IMAGE_BYTES
+from catalog_api.scan.resolver import Resolver, SystemResolver, Unresolvable
+
+# The resolver of a policy that names none: getaddrinfo on its own threads, never asyncio's default
+# executor (`catalog_api.scan.resolver`).
+SYSTEM_RESOLVER = SystemResolver()
 
 # The words a client reads when its URL is refused, by the guard's reason: the guard's, as sentences.
 REFUSALS: dict[Reason, str] = {
@@ -48,6 +51,8 @@ class FetchPolicy:
     allowed_networks: tuple[IPNetwork, ...] = ()
     # Extra CA bundle trusted on top of the public roots (the tests' self-signed server).
     ca_file: str | None = None
+    # Who resolves the host (`CARDCAT_SCAN_DNS_SERVERS`); None: the system's, on threads of its own.
+    resolver: Resolver | None = field(default=None, compare=False)
 
 
 def size_text(n: int) -> str:
@@ -66,19 +71,14 @@ def _address_allowed(ip: IPAddress, policy: FetchPolicy) -> bool:
     return any(ip in net for net in policy.allowed_networks) or is_public_address(ip)
 
 
-async def _resolve(target: Target) -> list[IPAddress]:
+async def _resolve(target: Target, resolver: Resolver) -> list[IPAddress]:
     """Resolve the host once; this exact list is what gets checked and then connected to."""
     if target.literal is not None:
         return [target.literal]
-    loop = asyncio.get_running_loop()
     try:
-        infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError, OSError):
+        return await resolver.resolve(target.host, target.port)
+    except Unresolvable:
         raise URLFetchFailed(f"The host {target.host} could not be resolved.") from None
-    addresses = addresses_of(infos)
-    if not addresses:
-        raise URLFetchFailed(f"The host {target.host} could not be resolved.")
-    return addresses
 
 
 @functools.lru_cache(maxsize=8)
@@ -99,7 +99,7 @@ async def fetch_image_url(url: str, policy: FetchPolicy) -> bytes:
     target = parse_scan_url(url)
     try:
         async with asyncio.timeout(policy.timeout_s):
-            addresses = await _resolve(target)
+            addresses = await _resolve(target, policy.resolver or SYSTEM_RESOLVER)
             if not all(_address_allowed(ip, policy) for ip in addresses):
                 raise URLNotAllowed(f"The host {target.host} resolves to a non-public address.")
             return await _fetch_pinned(target, addresses, policy)
