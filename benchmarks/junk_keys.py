@@ -3,8 +3,9 @@
 Issue 45's high finding, as a hostile load on real servers: PostgreSQL, Redis (shared rate limit and
 the shared unknown-key cache) and `cardcat serve --workers 2`, all clients on 127.0.0.1 (the one address
 every client has behind an ingress whose proxy is not trusted). Junk clients flood `/v1/series` with
-made-up keys (a fresh one per request, and one repeated revoked key) as fast as they can, while 8 real
-keys, each new to the servers, read at a steady pace well inside their own budget. Each real key's
+made-up keys (a fresh one per request, and one repeated revoked key) as fast as they can; once the
+address's anonymous budget is spent, 8 real keys, each new to the servers (new clients, or every client
+after a rollout), read at a steady pace well inside their own budget. Each real key's
 answers are counted by status: any 429 that its own count does not explain (more than `limit` in one
 window) is a lock-out, and the run fails.
 
@@ -78,12 +79,21 @@ def run(seconds: float, limit: int, junk_clients: int) -> dict[str, Any]:
             threads = [
                 threading.Thread(target=_junk, args=(base_url, stop, junk, revoked if i == 0 else None))
                 for i in range(junk_clients)
-            ] + [
-                threading.Thread(target=_real, args=(base_url, key, pace_s, stop, counts))
-                for key, counts in zip(keys, real, strict=True)
             ]
             for thread in threads:
                 thread.start()
+            deadline = time.monotonic() + 90
+            while junk["429"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if junk["429"] == 0:
+                raise RuntimeError(f"the junk never spent its address's budget: {dict(junk)}")
+            readers = [
+                threading.Thread(target=_real, args=(base_url, key, pace_s, stop, counts))
+                for key, counts in zip(keys, real, strict=True)
+            ]
+            for thread in readers:
+                thread.start()
+            threads += readers
             time.sleep(seconds)
             stop.set()
             for thread in threads:
