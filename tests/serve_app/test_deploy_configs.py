@@ -50,3 +50,21 @@ def test_serve_config_fits_its_node_and_fills_its_batches(name: str) -> None:
             batch = deployment["user_config"]["max_batch_size"]
             assert deployment["max_ongoing_requests"] >= batch, f"{deployment['name']} never fills a batch"
     assert used["cpu"] <= node["cpu"] and used["gpu"] <= node["gpu"], (name, used, node)
+
+
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "gpu.yaml"])
+def test_serves_unauthenticated_proxy_is_on_loopback_or_off(name: str) -> None:
+    """Issue 45, item 6: Serve's HTTP proxy has no authentication, so `POST /scan` there skips the API's
+    keys and rate limits. a73d9a9's gpu.yaml put it on 0.0.0.0 of every node (proxy_location EveryNode);
+    a config for `serve deploy` keeps it on loopback (one proxy, on the head) or runs none (the ingress
+    calls the app by handle). On KubeRay (rayservice.yaml) the proxy must be on the pod network for its
+    Service; there networkpolicy.yaml admits only the API pods (tests/catalog_api/test_k8s_manifests.py)."""
+    config, _ = serve_configs()[name]
+    location = config.get("proxy_location", "EveryNode")
+    if location == "Disabled":
+        return
+    assert location == "HeadOnly", f"{name}: one proxy, on the head's loopback, not one on every node"
+    assert config.get("http_options", {}).get("host", "127.0.0.1") in LOOPBACK, name
