@@ -28,6 +28,7 @@ from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.secret_store import stored_secrets
 from catalog_api.kit.settings import Settings, get_settings
 from catalog_api.ops import bench_routes, health_routes, image_routes, metrics_routes
+from catalog_api.ops.access_log import AccessLog
 from catalog_api.ops.http_metrics import HttpMetrics
 from catalog_api.prices import file_routes, history_routes, movers_routes
 from catalog_api.scan import scan_routes
@@ -106,6 +107,8 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
     app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
     app.add_middleware(ErrorGuard)  # outside the gate, so the gate's own failures are answered
     app.add_middleware(HttpMetrics)  # added last: outermost, so every answer is counted as sent
+    if settings.access_log:  # outside even the metrics: its latency is the whole request's
+        app.add_middleware(AccessLog)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Annotated, Any
+from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.responses import Response
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog_api.access.gate import is_v1
@@ -17,8 +20,69 @@ from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.envelope import conditional_response, data_response, envelope_body, etag_of
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.settings import Settings
+from catalog_api.ops.http_metrics import flat_routes
 from catalog_api.scan.client import ScanClient
 from catalog_api.scan.url_fetch import FetchPolicy
+
+# Scope key of the route `RouteQueries.names` matched for a request (before the router does).
+MATCHED_ROUTE = "cardcat.route"
+
+
+class RouteQueries:
+    """Which query parameters the route answering a request declares (`names`).
+
+    The route is the one the router picks, found once a request and left in its scope (MATCHED_ROUTE),
+    so the cache before routing, the handler and the access log agree on it without matching again.
+    Matching costs a regex and some Python per route tried (tens of microseconds for a late route), so
+    the route found for a GET path is remembered, for up to MEMO_PATHS paths at a time."""
+
+    MEMO_PATHS = 1024  # at most ~0.4 MB of paths
+    MEMO_PATH_CHARS = 256
+
+    def __init__(self) -> None:
+        self._routes: list[Any] | None = None  # the app's routes, flattened on the first request
+        self._declared: dict[int, frozenset[str]] = {}
+        self._by_path: dict[str, Any] = {}
+
+    def names(self, scope: Scope) -> frozenset[str] | None:
+        """The names (aliases) of the query parameters the route answering `scope` declares, through
+        its dependencies too; None when no route fully matches."""
+        route = scope.get(MATCHED_ROUTE) or scope.get("route")
+        if route is None:
+            route = self._match(scope)
+            if route is None:
+                return None
+            scope[MATCHED_ROUTE] = route
+        declared = self._declared.get(id(route))
+        if declared is None:
+            declared = self._declared[id(route)] = _declared_query(route)
+        return declared
+
+    def _match(self, scope: Scope) -> Any:
+        path = scope["path"]
+        memo = scope["method"] == "GET" and len(path) <= self.MEMO_PATH_CHARS
+        if memo and path in self._by_path:
+            return self._by_path[path]
+        if self._routes is None:
+            router = getattr(scope.get("app"), "router", None)
+            self._routes = flat_routes(getattr(router, "routes", ()))
+        route = next((r for r in self._routes if r.matches(scope)[0] == Match.FULL), None)
+        if memo:
+            if len(self._by_path) >= self.MEMO_PATHS:
+                self._by_path.clear()
+            self._by_path[path] = route
+        return route
+
+
+def _declared_query(route: Any) -> frozenset[str]:
+    dependant = getattr(getattr(route, "original_route", route), "dependant", None)
+    names: set[str] = set()
+    pending = [dependant] if dependant is not None else []
+    while pending:
+        current = pending.pop()
+        names.update(param.alias for param in current.query_params)
+        pending.extend(current.dependencies)
+    return frozenset(names)
 
 
 @dataclass
@@ -31,6 +95,8 @@ class AppContext:
     fetch_policy: FetchPolicy = field(default_factory=FetchPolicy)
     # Talks to the Ray Serve scanner; None when scanning is not configured.
     scanner: ScanClient | None = None
+    # The query parameters each route declares (the response cache's key keeps only those).
+    queries: RouteQueries = field(default_factory=RouteQueries, repr=False)
 
 
 def get_context(request: Request) -> AppContext:
@@ -49,25 +115,42 @@ async def cached_read(
     if context.cache is None:
         return data_response(request, await produce())
     key = await read_key(request, context)
-    hit = context.cache.get(key)
+    hit = None if key is None else context.cache.get(key)
     if hit is None:
         body = envelope_body(await produce())
         hit = (body, etag_of(body))
-        context.cache.put(key, *hit)
+        if key is not None:
+            context.cache.put(key, *hit)
     return conditional_response(request, *hit)
 
 
-async def read_key(request: Request, context: AppContext) -> tuple[Any, ...]:
-    """A read's response-cache key: the data it was read from, its path and its query, exactly."""
-    return (await context.snapshots.data_version(), request.url.path, request.url.query)
+async def read_key(request: Request, context: AppContext) -> str | None:
+    """A read's response-cache key: the data it was read from, its path, and the query parameters its
+    route declares (sorted by name, each name's values in the order sent); None for a path no GET route
+    answers.
+
+    The API ignores parameters a route does not declare, so they cannot change the answer and are left
+    out: junk in the query (`?junk=<60 KB>`) neither makes a new entry nor lengthens one. What is kept
+    can be long (`ids` names up to 200 cards, `cursor` takes any text), so the cache refuses keys over
+    its cap and counts the rest in its budget (`kit.cache`)."""
+    scope = request.scope
+    names = context.queries.names(scope)
+    if names is None:
+        return None
+    query = scope.get("query_string", b"").decode("latin-1")
+    pairs = [] if not query else parse_qsl(query, keep_blank_values=True)  # as Starlette parses it
+    # Sorted by name only (stable), so a name given twice keeps its values' order, which can matter.
+    known = tuple(sorted((pair for pair in pairs if pair[0] in names), key=itemgetter(0)))
+    return repr((await context.snapshots.data_version(), scope["path"], known))
 
 
 class CachedReads:
     """Answers a `GET /v1` read the response cache holds before routing, so a hit (a 304 above all)
     skips FastAPI's validation of the route's parameters: `GET /v1/cards` declares about twenty, and
     checking them was most of what a revalidation cost beyond the key check (profiled). Sound because
-    `cached_read` stores only answers it produced, keyed by the exact path and query: that request
-    passed validation and would again. Runs inside the gate, so a hit is authorised and counted."""
+    `cached_read` stores only answers it produced, keyed by the path and every value of the route's
+    declared parameters: that request passed validation, and so would one differing only in parameters
+    the route ignores. Runs inside the gate, so a hit is authorised and counted."""
 
     def __init__(self, app: ASGIApp, context: AppContext) -> None:
         self.app, self.context = app, context

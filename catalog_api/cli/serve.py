@@ -153,6 +153,8 @@ def _run_uvicorn(settings: Settings, host: str, port: int, workers: int) -> None
     environment they inherit (nothing here changed it)."""
     import uvicorn
 
+    from catalog_api.ops.access_log import uvicorn_log_config
+
     app: Any = (
         "catalog_api.cli.serve:ingress_app" if workers > 1 else functools.partial(ingress_app, settings)
     )
@@ -162,7 +164,10 @@ def _run_uvicorn(settings: Settings, host: str, port: int, workers: int) -> None
         host=host,
         port=port,
         log_level="info",
+        # Ours (catalog_api.ops.access_log, one JSON line a request) instead of uvicorn's, which would
+        # print the raw path and query (signed file URLs' signatures) and log each request twice.
         access_log=False,
+        log_config=uvicorn_log_config(settings.access_log),
         **_uvicorn_options(settings, workers),
     )
 

@@ -52,6 +52,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from catalog_api.events.endpoints import URLRefused, endpoint_target, resolve
 from catalog_api.events.signing import signed_headers
+from catalog_api.kit.log_text import loggable
 from catalog_api.kit.metrics import WEBHOOK_DELIVERIES, WEBHOOK_FAILURES, WEBHOOK_POST_LATENCY
 from catalog_api.kit.models import Delivery, Event, WebhookEndpoint
 from catalog_api.kit.netguard import IPAddress, Target
@@ -335,7 +336,8 @@ class Deliverer:
             job.event_id,
             job.endpoint_id,
             result,
-            outcome.status if outcome.error is None else outcome.error,
+            # The receiver's reply is in the error: escaped and cut, so it cannot forge or flood lines.
+            outcome.status if outcome.error is None else loggable(outcome.error),
         )
         return True
 

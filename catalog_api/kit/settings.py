@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     # "[2001:db8::53]:5353"), asked directly over UDP (catalog_api.scan.resolver). Empty: the system's
     # resolver (getaddrinfo), on a small thread pool of its own.
     scan_dns_servers: str = ""
+    # One JSON line per HTTP request on the `cardcat.access` logger (catalog_api.ops.access_log): method,
+    # route template, status, the key's public prefix, latency, bytes; never the key or the query.
+    access_log: bool = True
 
     @property
     def sqlalchemy_url(self) -> str:
