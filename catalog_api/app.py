@@ -96,6 +96,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         console_routes,
         docs_routes,
     )
+    app.state.rate_limiter = limiter  # the gate's, also counting /files downloads (prices.file_access)
     for router in (module.router for module in routers):
         app.include_router(router)
     if settings.bench_routes:

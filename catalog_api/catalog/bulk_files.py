@@ -40,7 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from catalog_api.catalog import repository
 from catalog_api.catalog.readmodel import feed_versions, load_snapshot
 from catalog_api.kit.settings import Settings
-from catalog_api.prices.snapshot_files import sign, verify
+from catalog_api.prices import file_access
 
 KINDS = ("cards", "products", "expansions", "series")
 CARD_BATCH = 1000
@@ -48,9 +48,6 @@ MANIFEST = "manifest.json"
 # Bump when a record's shape changes in code (a new field in a detail read): files built by an older
 # version are then rebuilt at the next refresh (`serve` runs one at start-up) although no feed moved.
 FORMAT = 1
-# Signed URLs expire a TTL after the start of the hour they were issued in: the listing (and its ETag)
-# stays the same for an hour at a time instead of changing every second.
-URL_ROUNDING_S = 3600
 
 
 @dataclass
@@ -87,26 +84,30 @@ def _signed_name(file_name: str) -> str:
     return f"bulk/{file_name}"
 
 
-def signed_url(settings: Settings, file_name: str, now: float | None = None) -> str:
-    issued = int(now if now is not None else time.time()) // URL_ROUNDING_S * URL_ROUNDING_S
-    expires = issued + settings.snapshot_url_ttl_s
-    query = urlencode({"expires": expires, "signature": sign(settings, _signed_name(file_name), expires)})
+def signed_url(settings: Settings, file_name: str, key_id: int, now: float | None = None) -> str:
+    """The download URL of a bulk file for API key `key_id`: valid `CARDCAT_FILE_URL_TTL_S` (issued on a
+    grid, so the listing keeps its ETag a while) and only while that key is active (`file_access`)."""
+    expires = file_access.bound_expiry(settings, now)
+    signature = file_access.sign_bound(settings, _signed_name(file_name), expires, key_id)
+    query = urlencode({"expires": expires, file_access.KEY_PARAM: key_id, "signature": signature})
     return f"{settings.public_url.rstrip('/')}/files/bulk/{file_name}?{query}"
 
 
-def verify_url(settings: Settings, file_name: str, expires: str, signature: str) -> bool:
-    return verify(settings, _signed_name(file_name), expires, signature)
+def verify_url(settings: Settings, file_name: str, expires: str, key: str, signature: str) -> int | None:
+    """The key id a bulk URL was issued to, when its signature holds and it has not expired; else None.
+    URLs without a key (as issued before keys were bound, for 30 days) are refused."""
+    return file_access.verify_bound(settings, _signed_name(file_name), expires, key, signature)
 
 
-def listing(settings: Settings) -> list[dict[str, Any]] | None:
-    """`GET /v1/bulk`'s items, one per kind; None before the first build."""
+def listing(settings: Settings, key_id: int) -> list[dict[str, Any]] | None:
+    """`GET /v1/bulk`'s items, one per kind, with URLs for key `key_id`; None before the first build."""
     manifest = read_manifest(settings)
     if manifest is None:
         return None
     return [
         {
             "kind": item["kind"],
-            "url": signed_url(settings, item["file"]),
+            "url": signed_url(settings, item["file"], key_id),
             "sha256": item["sha256"],
             "bytes": item["bytes"],
             "rows": item["rows"],

@@ -80,8 +80,9 @@ class Settings(BaseSettings):
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.
     file_secret: str = ""
-    # How long a snapshot URL in an event stays valid (events may be retried for a day or more).
-    snapshot_url_ttl_s: int = 30 * 24 * 3600
+    # How long a snapshot URL in an event stays valid: a day of delivery retries (the webhooks_* schedule)
+    # plus a day to download. Bound to no key (see catalog_api.prices.file_access); was 30 days.
+    snapshot_url_ttl_s: int = Field(default=2 * 24 * 3600, ge=60)
     # Serve the benchmark's static ceiling route (`/v1/_bench/static`); off in production.
     bench_routes: bool = False
     # Outbound events (catalog_api.events.deliverer). `cardcat serve` runs the deliverer beside the API
@@ -125,6 +126,10 @@ class Settings(BaseSettings):
     # One JSON line per HTTP request on the `cardcat.access` logger (catalog_api.ops.access_log): method,
     # route template, status, the key's public prefix, latency, bytes; never the key or the query.
     access_log: bool = True
+    # How long a bulk file URL that `GET /v1/bulk` hands out stays valid, in seconds: at least this, at
+    # most a quarter more (URLs are issued on a grid, so a listing keeps its ETag a while). Each URL is
+    # bound to the key that asked: revoking or expiring that key closes it at once (403).
+    file_url_ttl_s: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from starlette.responses import FileResponse
 
 from catalog_api.deps import Context
 from catalog_api.kit.errors import NotFound, Unauthorized
 from catalog_api.kit.schemas import file_responses
+from catalog_api.prices import file_access
 from catalog_api.prices import snapshot_files as snapshots
 
 router = APIRouter(tags=["events"])
@@ -16,15 +17,17 @@ router = APIRouter(tags=["events"])
 @router.get(
     "/files/snapshots/{file_name}",
     response_class=FileResponse,
-    responses=file_responses("application/gzip", signed=True),
+    responses={**file_responses("application/gzip", signed=True), **file_access.RESPONSES},
 )
 async def snapshot_file(
-    context: Context, file_name: str, expires: str = Query(""), signature: str = Query("")
+    request: Request, context: Context, file_name: str, expires: str = Query(""), signature: str = Query("")
 ) -> FileResponse:
-    """The file named in an event's `snapshot[].url` (the URL carries its own expiry and signature)."""
+    """The file named in an event's `snapshot[].url` (the URL carries its own expiry and signature; it is
+    bound to no key: see `file_access`). Downloads are counted per client address: `429` past the budget."""
     if not snapshots.verify(context.settings, file_name, expires, signature):
         raise Unauthorized("The snapshot URL's signature is invalid or has expired.")
+    headers = await file_access.count(request, file_access.address_bucket(request))
     path = snapshots.snapshot_path(context.settings, file_name)
     if path is None:
-        raise NotFound("No such snapshot.")
-    return FileResponse(path, media_type="application/gzip", filename=file_name)
+        raise NotFound("No such snapshot.", headers=headers)
+    return FileResponse(path, media_type="application/gzip", filename=file_name, headers=headers)

@@ -5,7 +5,9 @@ cards and one for sealed products. The file is deterministic (sorted rows, gzip 
 so the same prices give the same bytes and digest: a re-run that changes nothing publishes nothing,
 and a day whose prices were corrected is published again under a new name (names carry the digest,
 so a URL never changes meaning). Files are served by the service at `/files/snapshots/<name>` behind
-an HMAC signature with an expiry (`CARDCAT_SNAPSHOT_URL_TTL_S`, 30 days by default).
+an HMAC signature with an expiry (`CARDCAT_SNAPSHOT_URL_TTL_S`, two days by default: a day of delivery
+retries and a day to download), bound to no key and counted per client address (see `file_access`).
+
 
 Row format, one JSON object a line:
 - cards: `{card_id, card_variant_id, printing: {type, subtype, size, stamps, foil}, condition, currency,

@@ -18,12 +18,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
 from catalog_api.kit.errors import URLNotAllowed
 from catalog_api.kit.settings import Settings
+from catalog_api.prices.file_access import sign_bound
 from catalog_api.prices.snapshot_files import sign
 from catalog_api.scan.url_fetch import FetchPolicy, fetch_image_url
 from tests.harness import Service, launch
@@ -153,9 +155,17 @@ def place_files(server: Service) -> dict[str, str]:
     # The bulk files the catalog sync built, and a well-formed name no build wrote.
     with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.key}"}) as client:
         bulk = "/files/" + client.get("/v1/bulk").json()["data"]["items"][0]["url"].split("/files/", 1)[1]
+    # Bulk URLs are bound to a key (`key=<id>` under the signature): the server's own key for a name no
+    # build wrote (404), and a key id no key has (403, as for a revoked key).
+    key_id = int(parse_qs(urlsplit(bulk).query)["key"][0])
     absent = "cards-0123456789abcdef.ndjson.gz"
-    absent_signed = (
-        f"/files/bulk/{absent}?expires={expires}&signature={sign(settings, 'bulk/' + absent, expires)}"
+    absent_signature = sign_bound(settings, "bulk/" + absent, expires, key_id)
+    absent_signed = f"/files/bulk/{absent}?expires={expires}&key={key_id}&signature={absent_signature}"
+    bulk_name = bulk.split("?")[0].rsplit("/", 1)[1]
+    unknown_key = 10**9
+    revoked_signature = sign_bound(settings, "bulk/" + bulk_name, expires, unknown_key)
+    revoked_signed = (
+        f"/files/bulk/{bulk_name}?expires={expires}&key={unknown_key}&signature={revoked_signature}"
     )
     return {
         "image": f"/images/{key}/high.jpg",
@@ -163,6 +173,7 @@ def place_files(server: Service) -> dict[str, str]:
         "missing_snapshot": missing_signed,
         "bulk": bulk,
         "missing_bulk": absent_signed,
+        "revoked_bulk": revoked_signed,
     }
 
 
@@ -250,6 +261,7 @@ def probes(server: Service, files: dict[str, str]) -> dict[tuple[str, str], list
         {"url": bulk, "headers": {"Range": "bytes=90000000-"}},
         {"url": bulk.replace("signature=", "signature=0")},
         {"url": files["missing_bulk"]},
+        {"url": files["revoked_bulk"]},
     ]
     return table
 
