@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 
 from catalog_api.catalog.repository import imaged_card_prints
 from catalog_api.kit.images import ImageStore
+from catalog_api.kit.private_files import tighten_tree
 from catalog_api.kit.settings import Settings
 from models.files import swap_dir
 
@@ -95,5 +96,8 @@ def refresh_index(
 
 
 def _write_table(directory: Path, records: list[dict[str, Any]]) -> None:
+    """cards.json beside the index, then the whole staged directory made private (FAISS writes its file
+    with the umask's mode) before it is swapped in: the data dir's files are 0600 (kit.private_files)."""
     table = [{k: v for k, v in record.items() if k != "image_key"} for record in records]
     (directory / "cards.json").write_text(json.dumps(table, separators=(",", ":")))
+    tighten_tree(directory)

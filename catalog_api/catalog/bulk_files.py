@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from catalog_api.catalog import repository
 from catalog_api.catalog.readmodel import feed_versions, load_snapshot
+from catalog_api.kit.private_files import open_private, private_dir, private_file, write_private
 from catalog_api.kit.settings import Settings
 from catalog_api.prices import file_access
 
@@ -135,8 +136,8 @@ def file_path(settings: Settings, file_name: str) -> Path | None:
 @contextmanager
 def _builder_lock(folder: Path) -> Iterator[None]:
     """One builder per data dir at a time, across processes (released when the process dies)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".lock").open("a+b") as handle:
+    private_dir(folder)
+    with open(private_file(folder / ".lock"), "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -162,7 +163,7 @@ class _GzipSink:
 
     def __init__(self, folder: Path, kind: str) -> None:
         self.tmp = folder / f".{kind}.{os.getpid()}.tmp"
-        self._raw: BinaryIO = self.tmp.open("wb")
+        self._raw: BinaryIO = open_private(self.tmp, exclusive=False)  # a dead builder's leftover: reused
         self._gzip = gzip.GzipFile(filename="", fileobj=self._raw, mode="wb", mtime=0, compresslevel=6)
         self.rows = 0
 
@@ -234,9 +235,7 @@ async def refresh(engine: AsyncEngine, settings: Settings, force: bool = False) 
                 }
             )
         manifest = {"format": FORMAT, "versions": versions, "items": items}
-        tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-        tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-        tmp.replace(folder / MANIFEST)
+        write_private(folder / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         _prune(folder, manifest, previous)
     rows = {item["kind"]: item["rows"] for item in items}
     return BuildReport(True, time.perf_counter() - started, rows, changed)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from catalog_api.kit.settings import get_settings
+from catalog_api.kit.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from catalog_api.events.secret_box import SecretBox
 
 
 @click.group()
@@ -22,15 +26,27 @@ def webhooks_add(url: str) -> None:
     from catalog_api.kit.db import make_engine
 
     settings = get_settings()
+    box = _secret_box(settings)
     engine = make_engine(settings)
     try:
-        endpoint_id, secret = add_endpoint(engine, url, settings.webhooks_allow_private)
+        endpoint_id, secret = add_endpoint(engine, url, settings.webhooks_allow_private, box)
     except URLRefused as exc:
         raise click.ClickException(f"refused {url}: {exc}") from None
     finally:
         engine.dispose()
     click.echo(f"added endpoint {endpoint_id} for {url}; its signing secret (verify `webhook-signature`):")
     click.echo(secret)
+
+
+def _secret_box(settings: Settings) -> SecretBox:
+    """The webhook secrets box, or the reason there is none in an operator's words (no traceback)."""
+    from catalog_api.events.secret_box import webhook_box
+    from catalog_api.kit.secret_store import SecretStoreError
+
+    try:
+        return webhook_box(settings)
+    except (SecretStoreError, ValueError) as exc:
+        raise click.ClickException(f"no webhook secrets key: {exc}") from None
 
 
 @webhooks.command("list")
@@ -78,6 +94,29 @@ def webhooks_enable(endpoint_id: int) -> None:
     click.echo(f"enabled endpoint {endpoint_id}")
 
 
+@webhooks.command("rekey")
+def webhooks_rekey() -> None:
+    """Encrypt every endpoint's signing secret with the current key (CARDCAT_WEBHOOK_SECRETS_KEY, else the
+    data dir's): secrets stored in plain text by an older version, or under a key being rotated out
+    (CARDCAT_WEBHOOK_SECRETS_OLD_KEYS). Receivers keep their secrets; only how they are stored changes."""
+    from catalog_api.events.endpoints import reseal_secrets
+    from catalog_api.kit.db import make_engine
+
+    settings = get_settings()
+    box = _secret_box(settings)
+    engine = make_engine(settings)
+    try:
+        resealed = reseal_secrets(engine, box)
+    finally:
+        engine.dispose()
+    click.echo(json.dumps({"rekeyed": resealed.changed, "unreadable": resealed.unreadable}))
+    if resealed.unreadable:
+        raise click.ClickException(
+            f"endpoints {resealed.unreadable}: no configured key opens their secret; add the key that "
+            "sealed them to CARDCAT_WEBHOOK_SECRETS_OLD_KEYS (or remove and re-add those endpoints)"
+        )
+
+
 @click.group()
 def events() -> None:
     """The event outbox."""
@@ -107,6 +146,7 @@ def events_deliver(once: bool, exit_with_parent: bool, metrics_port: int, metric
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = get_settings()
+    _secret_box(settings)  # a missing key stops the deliverer here, with the reason, before it starts
     engine = make_engine(settings)
     if metrics_port:
         from catalog_api.ops.scrape_metrics import serve_metrics_port

@@ -225,15 +225,17 @@ def _fresh_metrics_dir(settings: Settings) -> Path:
     import shutil
     import tempfile
 
+    from catalog_api.kit.private_files import private_dir
+
     parent = settings.data_dir / "metrics"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        private_dir(parent)
         for old in parent.iterdir():
             if old.is_dir() and not (old.name.isdigit() and _alive(int(old.name))):
                 shutil.rmtree(old, ignore_errors=True)
         directory = parent / str(os.getpid())
         shutil.rmtree(directory, ignore_errors=True)  # a pid reused from an earlier run
-        directory.mkdir()
+        directory.mkdir(mode=0o700)
         return directory
     except OSError:
         return Path(tempfile.mkdtemp(prefix="cardcat-metrics-"))

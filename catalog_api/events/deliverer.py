@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -50,7 +50,8 @@ import httpx
 from sqlalchemy import Connection, Engine, func, select, tuple_, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from catalog_api.events.endpoints import URLRefused, endpoint_target, resolve
+from catalog_api.events.endpoints import URLRefused, endpoint_target, reseal_secrets, resolve
+from catalog_api.events.secret_box import SealError, webhook_box
 from catalog_api.events.signing import signed_headers
 from catalog_api.kit.log_text import loggable
 from catalog_api.kit.metrics import WEBHOOK_DELIVERIES, WEBHOOK_FAILURES, WEBHOOK_POST_LATENCY
@@ -309,6 +310,8 @@ class Deliverer:
         self.workers = max(1, settings.webhooks_concurrency) if self.locking else 1
         self.counts = {"delivered": 0, "retry": 0, "disabled": 0}
         self._lock = threading.Lock()
+        # Secrets are stored sealed (secret_box); a missing key fails here, at start, not per post.
+        self.box = webhook_box(settings)
 
     def deliver_one(self, poster: Poster, cutoff: datetime) -> bool:
         """Claim, post and record one delivery; False when none is due."""
@@ -320,7 +323,12 @@ class Deliverer:
             if not self.locking:
                 conn.rollback()  # SQLite: hold no read snapshot (and so no writer out) across the post
             started = time.perf_counter()
-            outcome = poster.post(job)
+            try:
+                job = replace(job, secret=self.box.open(job.secret))
+            except SealError as exc:
+                outcome = Outcome(None, str(exc))  # never posted unsigned; retried like any failure
+            else:
+                outcome = poster.post(job)
             WEBHOOK_POST_LATENCY.observe(time.perf_counter() - started)
             result = _record(conn, job, outcome, self.settings)
             conn.commit()
@@ -364,6 +372,18 @@ class Deliverer:
                         return
                     stop.wait(self.settings.webhooks_poll_s)
 
+    def _reseal(self) -> None:
+        """Seal secrets an older version stored in plain text (or an old key sealed) before posting."""
+        try:
+            resealed = reseal_secrets(self.engine, self.box)
+        except SQLAlchemyError as exc:
+            log.warning("could not re-encrypt webhook secrets now (the next start will): %s", exc)
+            return
+        if resealed.changed:
+            log.info("encrypted %d webhook secrets with the current key", resealed.changed)
+        if resealed.unreadable:
+            log.error("webhook secrets of endpoints %s open with no key configured", resealed.unreadable)
+
     def run(
         self,
         once: bool = False,
@@ -371,6 +391,7 @@ class Deliverer:
         alive: Callable[[], bool] = lambda: True,
     ) -> dict[str, int]:
         stop = stop or threading.Event()
+        self._reseal()
         errors: list[BaseException] = []
         threads = [
             threading.Thread(target=self._work, args=(once, stop, alive, errors), name=f"deliver-{i}")

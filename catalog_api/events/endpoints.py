@@ -5,6 +5,9 @@ is set. The URL is read and its addresses judged by the kit's one network guard
 (`catalog_api.kit.netguard`, shared with scanning by URL); this module words the refusals for an
 operator and resolves with the blocking resolver, since the deliverer checks again before every post
 from its own thread.
+
+Each endpoint's signing secret is stored encrypted (`secret_box`): it is shown in plain text once, when
+the endpoint is added, and decrypted only by the deliverer to sign a post.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Engine, delete, func, insert, select, update
 
+from catalog_api.events.secret_box import SealError, SecretBox
 from catalog_api.events.signing import new_secret
 from catalog_api.kit.models import Delivery, WebhookEndpoint
 from catalog_api.kit.netguard import (
@@ -88,17 +92,46 @@ def aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def add_endpoint(engine: Engine, url: str, allow_private: bool) -> tuple[int, str]:
-    """Register a receiver for every event emitted from now on; returns its id and signing secret."""
+def add_endpoint(engine: Engine, url: str, allow_private: bool, box: SecretBox) -> tuple[int, str]:
+    """Register a receiver for every event emitted from now on; returns its id and signing secret (the
+    only time it is seen in plain text: the database keeps it sealed by `box`)."""
     resolve(endpoint_target(url), allow_private)
     secret = new_secret()
     with engine.begin() as conn:
         endpoint_id = conn.execute(
             insert(WebhookEndpoint)
-            .values(url=url, secret=secret, created_at=datetime.now(UTC))
+            .values(url=url, secret=box.seal(secret), created_at=datetime.now(UTC))
             .returning(WebhookEndpoint.id)
         ).scalar_one()
     return int(endpoint_id), secret
+
+
+@dataclass(frozen=True)
+class Resealed:
+    changed: int  # secrets stored in plain text or under an old key, now sealed with the current key
+    unreadable: list[int]  # endpoints whose secret no key we have opens (left as they are)
+
+
+def reseal_secrets(engine: Engine, box: SecretBox) -> Resealed:
+    """Encrypt with the current key every secret an older version stored in plain text or an old key
+    sealed. Each row is replaced only if it still holds what was read, so concurrent runs agree."""
+    changed, unreadable = 0, []
+    with engine.begin() as conn:
+        rows = conn.execute(select(WebhookEndpoint.id, WebhookEndpoint.secret).order_by(WebhookEndpoint.id))
+        for endpoint_id, stored in rows.all():
+            if box.is_current(stored):
+                continue
+            try:
+                sealed = box.seal(box.open(stored))
+            except SealError:
+                unreadable.append(endpoint_id)
+                continue
+            changed += conn.execute(
+                update(WebhookEndpoint)
+                .where(WebhookEndpoint.id == endpoint_id, WebhookEndpoint.secret == stored)
+                .values(secret=sealed)
+            ).rowcount
+    return Resealed(changed, unreadable)
 
 
 def list_endpoints(engine: Engine) -> list[EndpointInfo]:

@@ -1,15 +1,17 @@
 """The service's own image store: content-addressed copies of the card faces it was synced with.
 
 Files are named by the SHA-256 of the full-size face, so URLs are immutable (cache forever) and a
-request can only ever name a hex digest, never a path.
+request can only ever name a hex digest, never a path. Like everything in the data dir they are private
+to the service's user (directories 0700, files 0600: `kit.private_files`); the API serves them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
+
+from catalog_api.kit.private_files import private_dir, write_private
 
 SIZES = ("low", "high")
 _KEY = re.compile(r"[0-9a-f]{64}")
@@ -33,10 +35,8 @@ class ImageStore:
             assert target is not None
             if target.exists():
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(payload)
-            tmp.replace(target)
+            private_dir(target.parent)
+            write_private(target, payload)
         return key
 
 

@@ -112,6 +112,13 @@ class Settings(BaseSettings):
     # Ray's metrics export port on this node when `cardcat serve` starts Ray (the scanner's
     # `ray_cardcat_scanner_stage_seconds` and Ray's own metrics); 0: Ray picks one.
     scan_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Key (32+ random characters) that encrypts webhook signing secrets in the database
+    # (catalog_api.events.secret_box). Empty: a random one kept in `<data_dir>/secrets.json`. Set it,
+    # the same on every replica and wherever `cardcat webhooks` runs, where they do not share a data dir.
+    webhook_secrets_key: str = ""
+    # Previous webhook secrets keys, comma-separated: still accepted for reading while
+    # `cardcat webhooks rekey` re-encrypts every secret with the current key (rotation).
+    webhook_secrets_old_keys: str = ""
     # Seconds one worker answers `GET /health` from the report it last computed (one feed-state query a
     # second per worker at most, however often it is polled; a database outage shows within that). 0: off.
     health_cache_s: float = Field(default=1.0, ge=0, le=60)

@@ -21,7 +21,6 @@ import gzip
 import hashlib
 import hmac
 import io
-import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from catalog_api.events import outbox as events
 from catalog_api.kit.models import PriceSnapshot
+from catalog_api.kit.private_files import private_dir, write_private
 from catalog_api.kit.settings import Settings
 from catalog_api.kit.vocabulary import CONDITION_ORDER
 
@@ -138,8 +138,7 @@ def verify(settings: Settings, file_name: str, expires: str, signature: str) -> 
 def publish(session: Session, settings: Settings, day: str) -> list[Announced]:
     """Write and announce the snapshot files for `day` whose content is new (none when nothing changed)."""
     announced: list[Announced] = []
-    folder = settings.snapshot_dir
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_dir(settings.snapshot_dir)
     for kind in KINDS:
         lines, subjects = snapshot_rows(session, kind)
         if not lines:
@@ -150,10 +149,7 @@ def publish(session: Session, settings: Settings, day: str) -> list[Announced]:
         if held is not None and held.sha256 == digest:
             continue
         file_name = f"{kind}-{day}-{digest[:16]}.ndjson.gz"
-        target = folder / file_name
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(payload)
-        tmp.replace(target)
+        write_private(folder / file_name, payload)
         session.merge(
             PriceSnapshot(
                 kind=kind,

@@ -43,6 +43,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from catalog_api.catalog.readmodel import RECHECK_S
 from catalog_api.events.deliverer import backoff_s, parse_retry_after
 from catalog_api.events.endpoints import URLRefused, add_endpoint, remove_endpoint
+from catalog_api.events.secret_box import webhook_box
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from catalog_api.kit.db import make_engine
 from catalog_api.kit.settings import Settings
@@ -234,14 +235,17 @@ class Deployment:
         assert receiver.secret.startswith("whsec_"), out
         return int(out[0].split()[2])
 
+    def settings(self) -> Settings:
+        return Settings(database_url=self.service.db.url, data_dir=self.service.data_dir)
+
     def engine(self) -> Engine:
-        return make_engine(Settings(database_url=self.service.db.url, data_dir=self.service.data_dir))
+        return make_engine(self.settings())
 
     def quick_subscribe(self, receiver: Receiver) -> int:
         """The code `webhooks add` runs, in-process (each CLI start costs a second or two here)."""
-        engine = self.engine()
+        engine, box = self.engine(), webhook_box(self.settings())
         try:
-            endpoint_id, receiver.secret = add_endpoint(engine, receiver.url, allow_private=True)
+            endpoint_id, receiver.secret = add_endpoint(engine, receiver.url, True, box)
         finally:
             engine.dispose()
         return endpoint_id
@@ -705,14 +709,14 @@ def test_add_accepts_only_http_urls_of_public_hosts(deployment: Deployment) -> N
         command = [*CARDCAT, "webhooks", "add", url]
         result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True)
         assert result.returncode != 0 and why in result.stderr, (url, result.stderr)
-    engine = deployment.engine()
+    engine, box = deployment.engine(), webhook_box(deployment.settings())
     try:
         for url in ("file:///etc/passwd", "http://user:pw@example.com/", "not a url", "http:///x"):
             with pytest.raises(URLRefused):
-                add_endpoint(engine, url, allow_private=True)
+                add_endpoint(engine, url, True, box)
         for url in ("http://localhost/", "http://10.0.0.1/", "http://[::1]/", "https://169.254.169.254/"):
             with pytest.raises(URLRefused, match="non-public"):
-                add_endpoint(engine, url, allow_private=False)
+                add_endpoint(engine, url, False, box)
     finally:
         engine.dispose()
     assert not deployment.sql("SELECT 1 FROM webhook_endpoints WHERE url LIKE %s", "%example.com%")

@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from catalog_api.events.endpoints import add_endpoint
+from catalog_api.events.secret_box import webhook_box
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from catalog_api.kit.db import make_engine
 from catalog_api.kit.settings import Settings
@@ -61,9 +62,10 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Ser
 
 
 def subscribe(service: Service, receiver: Receiver) -> int:
-    engine = make_engine(Settings(database_url=service.db.url, data_dir=service.data_dir))
+    settings = Settings(database_url=service.db.url, data_dir=service.data_dir)
+    engine = make_engine(settings)
     try:
-        endpoint_id, receiver.secret = add_endpoint(engine, receiver.url, allow_private=True)
+        endpoint_id, receiver.secret = add_endpoint(engine, receiver.url, True, webhook_box(settings))
     finally:
         engine.dispose()
     return endpoint_id
