@@ -8,7 +8,6 @@ so a URL never changes meaning). Files are served by the service at `/files/snap
 an HMAC signature with an expiry (`CARDCAT_SNAPSHOT_URL_TTL_S`, two days by default: a day of delivery
 retries and a day to download), bound to no key and counted per client address (see `file_access`).
 
-
 Row format, one JSON object a line:
 - cards: `{card_id, card_variant_id, printing: {type, subtype, size, stamps, foil}, condition, currency,
   market, low, high, listing_count, observed_on}`, by card id, printing order, condition (NM..DMG);
