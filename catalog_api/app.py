@@ -15,6 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from catalog_api.access.gate import V1Gate, is_v1
 from catalog_api.access.keys import KeyVerifier
 from catalog_api.access.ratelimit import make_rate_limiter
+from catalog_api.access.unknown_keys import UnknownKeys
 from catalog_api.catalog import bulk_routes, card_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.console import console_routes
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
     settings = settings or get_settings()
     engine = make_async_engine(settings)
     limiter = make_rate_limiter(settings.redis_url, settings.rate_limit, settings.rate_window_s)
+    keys = KeyVerifier(engine, UnknownKeys(settings.redis_url, settings.sqlalchemy_url))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,6 +69,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         if context.scanner is not None:
             await context.scanner.aclose()
         await limiter.close()
+        await keys.unknown.close()
         await engine.dispose()
         mark_process_dead()  # this worker's live gauges leave the shared metrics directory
 
@@ -105,7 +108,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         app.include_router(metrics_routes.router)
     install_error_handlers(app)
     app.add_middleware(CachedReads, context=app.state.context)  # inside the gate: hits are authorised
-    app.add_middleware(V1Gate, keys=KeyVerifier(engine), limiter=limiter)
+    app.add_middleware(V1Gate, keys=keys, limiter=limiter)
     app.add_middleware(ErrorGuard)  # outside the gate, so the gate's own failures are answered
     app.add_middleware(HttpMetrics)  # added last: outermost, so every answer is counted as sent
     if settings.access_log:  # outside even the metrics: its latency is the whole request's
