@@ -11,13 +11,12 @@ client owns its whole /64 (one subscriber's allocation), so it cannot take a fre
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.access.keys import KeyVerifier, bearer_token
-from catalog_api.access.ratelimit import Decision, RateLimiter
+from catalog_api.access.ratelimit import Decision, RateLimiter, client_of
 from catalog_api.kit.errors import RateLimited, Unauthorized
 from catalog_api.kit.http_errors import as_api_error, send_error
 from catalog_api.kit.metrics import RATE_LIMITED as RATE_LIMITED_COUNT
@@ -28,20 +27,6 @@ RATE_LIMITED = "Request budget spent; retry after Retry-After seconds."
 
 def is_v1(path: str) -> bool:
     return path == "/v1" or path.startswith("/v1/")
-
-
-def address_bucket(address: str) -> str:
-    """The anonymous bucket of a client address: IPv4 as it is, IPv6 by its /64 (an IPv4-mapped IPv6
-    address counts as its IPv4 address); anything unparsable (a Unix socket's peer) as its text."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return f"anon:{address}"
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return f"anon:{ip.ipv4_mapped}"
-        return f"anon:{ipaddress.IPv6Network((ip, 64), strict=False)}"
-    return f"anon:{ip}"
 
 
 class V1Gate:
@@ -60,7 +45,7 @@ class V1Gate:
         token = bearer_token(authorization)
         bucket = await self.keys.verify(token) if token else None
         address = str((scope.get("client") or ("unknown", 0))[0])
-        decision = await self.limiter.hit(bucket or address_bucket(address))
+        decision = await self.limiter.hit(bucket or "anon:" + client_of(address))
         if not decision.allowed:
             RATE_LIMITED_COUNT.labels("anonymous" if bucket is None else "key").inc()
             await send_error(send, RateLimited(RATE_LIMITED), decision.headers())

@@ -49,7 +49,7 @@ class KeyInfo:
     def status(self) -> str:
         if self.revoked_at is not None:
             return "revoked"
-        if _expired(self.expires_at):
+        if is_expired(self.expires_at):
             return "expired"
         return "active"
 
@@ -139,21 +139,22 @@ class KeyVerifier:
             verified_at = self._verified.get(digest)
             recent = verified_at is not None and time.monotonic() - verified_at < self.outage_grace_s
             if recent and is_database_down(exc):
-                return _bucket(digest)
+                return key_bucket(digest)
             raise
         self._verified.pop(digest, None)
-        if row is None or row.revoked_at is not None or _expired(row.expires_at):
+        if row is None or row.revoked_at is not None or is_expired(row.expires_at):
             await self.unknown.add(digest)
             return None
         self._verified[digest] = time.monotonic()
         if len(self._verified) > self.max_remembered:
             self._verified.popitem(last=False)
-        return _bucket(digest)
+        return key_bucket(digest)
 
 
-def _expired(expires_at: datetime | None) -> bool:
+def is_expired(expires_at: datetime | None) -> bool:
     return expires_at is not None and _aware(expires_at) <= datetime.now(UTC)
 
 
-def _bucket(digest: str) -> str:
+def key_bucket(digest: str) -> str:
+    """The rate-limit bucket of the key with this digest (the gate's, and `/files` downloads')."""
     return "key:" + digest[:32]

@@ -10,6 +10,7 @@ queue behind a dead Redis; only one request per cool-down spends the short Redis
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import math
 import time
@@ -49,6 +50,21 @@ class Decision:
         if not self.allowed:
             headers.append((b"retry-after", str(self.reset).encode()))
         return headers
+
+
+def client_of(address: str) -> str:
+    """Who a client address counts as, in the buckets of requests without a key: IPv4 as it is, IPv6 by
+    its /64 (one subscriber's allocation), an IPv4-mapped IPv6 address as its IPv4 address, anything
+    unparsable (a Unix socket's peer) as its text."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 class RateLimiter(Protocol):

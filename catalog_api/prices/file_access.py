@@ -29,13 +29,13 @@ import hashlib
 import hmac
 import math
 import time
-from datetime import UTC, datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 
-from catalog_api.access.keys import bearer_token, hash_key
+from catalog_api.access import ratelimit
+from catalog_api.access.keys import bearer_token, hash_key, is_expired, key_bucket
 from catalog_api.access.ratelimit import Decision, RateLimiter
 from catalog_api.kit.errors import APIError, RateLimited
 from catalog_api.kit.models import ApiKey
@@ -115,30 +115,26 @@ async def requesting_key(engine: AsyncEngine, request: Request) -> int:
     return int(key_id)
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands datetimes back without a zone; everything is stored in UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 async def active_key_bucket(engine: AsyncEngine, key_id: int) -> str:
     """The rate-limit bucket of key `key_id` when it is active; raises `KeyNotActive` otherwise.
 
-    The bucket is the one the `/v1` gate counts that key's requests in (`access.keys` names it
-    `key:` + the first 32 hex digits of the key's digest), so downloads share the key's budget;
+    The bucket is the one the `/v1` gate counts that key's requests in (`access.keys.key_bucket`), so
+    downloads share the key's budget;
     tests/catalog_api/test_file_urls.py spends one and sees the other refused."""
     stmt = select(ApiKey.key_hash, ApiKey.expires_at, ApiKey.revoked_at).where(ApiKey.id == key_id)
     async with engine.connect() as conn:
         row = (await conn.execute(stmt)).first()
     if row is None or row.revoked_at is not None:
         raise KeyNotActive("The key this URL was issued to has been revoked.")
-    if row.expires_at is not None and _aware(row.expires_at) <= datetime.now(UTC):
+    if is_expired(row.expires_at):
         raise KeyNotActive("The key this URL was issued to has expired.")
-    return "key:" + row.key_hash[:32]
+    return key_bucket(row.key_hash)
 
 
 def address_bucket(request: Request) -> str:
-    """The bucket of an unbound (event) URL's downloads: the client's address, apart from `/v1`'s."""
-    return "files:" + (request.client.host if request.client else "unknown")
+    """The bucket of an unbound (event) URL's downloads: the client's address (IPv6 by its /64, as the
+    gate counts it), apart from `/v1`'s."""
+    return "files:" + ratelimit.client_of(request.client.host if request.client else "unknown")
 
 
 def limiter_of(request: Request) -> RateLimiter:

@@ -144,6 +144,16 @@ def test_ray_pods_get_a_writable_tmp() -> None:
             assert "emptyDir" in volumes[mounts["/tmp"]], container["name"]
 
 
+def test_the_ray_cluster_never_spills_photos_to_disk() -> None:
+    """Issue 45, item 11: on a73d9a9 the RayService left Ray's object spilling on, so photos passed to
+    the replicas could be written to the nodes' disks under load."""
+    import json
+
+    (rayservice,) = documents("rayservice.yaml")
+    params = rayservice["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParams"]
+    assert json.loads(params["system-config"])["automatic_object_spilling_enabled"] is False
+
+
 def test_every_image_is_pinned_by_digest() -> None:
     """Item 12: a73d9a9 ran `registry.example/cardcat:latest`, which a push could change under it."""
     for where, spec in all_pods():
