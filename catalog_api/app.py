@@ -16,7 +16,7 @@ from catalog_api.access.gate import V1Gate, is_v1
 from catalog_api.access.keys import KeyVerifier
 from catalog_api.access.ratelimit import make_rate_limiter
 from catalog_api.access.unknown_keys import UnknownKeys
-from catalog_api.catalog import bulk_routes, card_routes, reference_routes
+from catalog_api.catalog import bulk_routes, card_routes, movers_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.console import console_routes
 from catalog_api.deps import AppContext, CachedReads
@@ -31,9 +31,10 @@ from catalog_api.kit.settings import Settings, get_settings
 from catalog_api.ops import bench_routes, health_routes, image_routes, metrics_routes
 from catalog_api.ops.access_log import AccessLog
 from catalog_api.ops.http_metrics import HttpMetrics
-from catalog_api.prices import file_routes, history_routes, movers_routes
+from catalog_api.prices import file_routes, history_routes
 from catalog_api.scan import scan_routes
 from catalog_api.scan.client import HandleClientFactory, open_scan_client
+from catalog_api.scan.scanning import install_scanning
 
 NOT_MODIFIED: dict[str, Any] = {
     "description": "Not Modified: `If-None-Match` matched the ETag; no body",
@@ -60,14 +61,13 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        context: AppContext = app.state.context
-        await context.snapshots.get()  # build the search indexes before the first request
-        context.scanner = await asyncio.to_thread(
+        await snapshots.get()  # build the search indexes before the first request
+        scanning.scanner = await asyncio.to_thread(
             open_scan_client, settings.scan_app, settings.scan_url, settings.ray_address, handle_client
         )
         yield
-        if context.scanner is not None:
-            await context.scanner.aclose()
+        if scanning.scanner is not None:
+            await scanning.scanner.aclose()
         await limiter.close()
         await keys.unknown.close()
         await engine.dispose()
@@ -83,8 +83,10 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
     )
     cache_bytes = settings.response_cache_mb * 1024 * 1024
     cache = ResponseCache(cache_bytes) if cache_bytes > 0 else None
+    snapshots = app.state.snapshots = SnapshotHolder(engine)  # handed out by `catalog.readmodel`
+    scanning = install_scanning(app)
     app.state.context = AppContext(
-        settings, engine, SnapshotHolder(engine), CursorCodec(_cursor_secret(settings)), cache=cache
+        settings, engine, snapshots.data_version, CursorCodec(_cursor_secret(settings)), cache=cache
     )
     routers = (
         card_routes,
@@ -99,7 +101,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         console_routes,
         docs_routes,
     )
-    app.state.rate_limiter = limiter  # the gate's, also counting /files downloads (prices.file_access)
+    app.state.rate_limiter = limiter  # the gate's, also counting /files downloads (access.file_access)
     for router in (module.router for module in routers):
         app.include_router(router)
     if settings.bench_routes:

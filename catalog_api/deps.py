@@ -1,8 +1,12 @@
-"""What handlers share, built once in the app's lifespan and handed out as a typed dependency."""
+"""What handlers share, built once in the app's lifespan and handed out as a typed dependency.
+
+Every room's routes import this module, so it names no room's types: what only one room needs (the
+catalog's read model, the scanner's client) that room hands out itself (`catalog.readmodel.Snapshots`,
+`scan.scanning.ScanningState`); the response cache reads the data's version through `data_version`."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Annotated, Any
@@ -15,14 +19,11 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog_api.access.gate import is_v1
-from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.envelope import conditional_response, data_response, envelope_body, etag_of
 from catalog_api.kit.pagination import CursorCodec
+from catalog_api.kit.routes import flat_routes
 from catalog_api.kit.settings import Settings
-from catalog_api.ops.http_metrics import flat_routes
-from catalog_api.scan.client import ScanClient
-from catalog_api.scan.url_fetch import FetchPolicy
 
 # Scope key of the route `RouteQueries.names` matched for a request (before the router does).
 MATCHED_ROUTE = "cardcat.route"
@@ -89,12 +90,11 @@ def _declared_query(route: Any) -> frozenset[str]:
 class AppContext:
     settings: Settings
     engine: AsyncEngine
-    snapshots: SnapshotHolder
+    # The version of the data reads answer from (the read model's feed versions, re-read at most once a
+    # second): part of every response-cache key, so a sync shows up as new keys.
+    data_version: Callable[[], Awaitable[Hashable]]
     cursors: CursorCodec
     cache: ResponseCache | None = None
-    fetch_policy: FetchPolicy = field(default_factory=FetchPolicy)
-    # Talks to the Ray Serve scanner; None when scanning is not configured.
-    scanner: ScanClient | None = None
     # The query parameters each route declares (the response cache's key keeps only those).
     queries: RouteQueries = field(default_factory=RouteQueries, repr=False)
 
@@ -141,7 +141,7 @@ async def read_key(request: Request, context: AppContext) -> str | None:
     pairs = [] if not query else parse_qsl(query, keep_blank_values=True)  # as Starlette parses it
     # Sorted by name only (stable), so a name given twice keeps its values' order, which can matter.
     known = tuple(sorted((pair for pair in pairs if pair[0] in names), key=itemgetter(0)))
-    return repr((await context.snapshots.data_version(), scope["path"], known))
+    return repr((await context.data_version(), scope["path"], known))
 
 
 class CachedReads:

@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from catalog_api.catalog.repository import imaged_card_prints
 from catalog_api.kit.images import ImageStore
 from catalog_api.kit.private_files import tighten_tree
 from catalog_api.kit.settings import Settings
+from catalog_api.scan.card_rows import imaged_card_prints
 from models.files import swap_dir
 
 

@@ -3,20 +3,26 @@
 Layers, lowest first: `models` < `catalog_api` < `serve_app` < `training` < `deploy`. A module may import
 its own layer and the ones below; only the composition root, `catalog_api/cli/`, may import every layer
 (it starts the scanner, the ingress and the deliverer). Inside `catalog_api`, the `kit/` imports no
-room. Every import counts, also those inside functions and under `if TYPE_CHECKING:`: a deferred import
-hides a dependency, it does not remove it. Circles are broken by moving the shared thing down (see
-docs/architecture.md), never by deferring an import.
+room. Inside each package, its rooms (sub-packages and top modules: `catalog_api.catalog`,
+`catalog_api.deps`) import each other without circles either, and the shared rooms (SHARED_ROOMS)
+import no sibling room: a circle between rooms hides between modules that are each circle-free (a.x ->
+b.y, b.z -> a.w). Every import counts, also those inside functions and under `if TYPE_CHECKING:`: a
+deferred import hides a dependency, it does not remove it. Circles are broken by moving the shared
+thing down (see docs/architecture.md), never by deferring an import.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
+from itertools import pairwise
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("models", "catalog_api", "serve_app", "training", "deploy")
 COMPOSITION_ROOT = "catalog_api.cli"
+# Rooms every sibling may lean on, which therefore lean on no sibling.
+SHARED_ROOMS = ("catalog_api.kit",)
 
 Graph = Mapping[str, Iterable[str]]
 
@@ -114,6 +120,46 @@ def upward(graph: Graph, layers: tuple[str, ...] = LAYERS, root: str = COMPOSITI
     return sorted(bad)
 
 
+def room_of(module: str) -> str:
+    """The room a module lives in: its package's sub-package or top module (`catalog_api.catalog` for
+    `catalog_api.catalog.repository`, `catalog_api.deps` for itself); a package's own `__init__` is
+    the package."""
+    return ".".join(module.split(".")[:2])
+
+
+def room_graph(graph: Graph) -> dict[str, dict[str, list[str]]]:
+    """Room -> each other room of the same package it imports -> the module imports that make the arrow."""
+    rooms: dict[str, dict[str, list[str]]] = {}
+    for importer, targets in graph.items():
+        source = room_of(importer)
+        arrows = rooms.setdefault(source, {})
+        for target in sorted(targets):
+            goal = room_of(target)
+            same_package = goal.split(".")[0] == source.split(".")[0]
+            if goal != source and same_package and "." in goal and "." in source:
+                arrows.setdefault(goal, []).append(f"{importer} -> {target}")
+    return {room: {goal: sorted(why) for goal, why in arrows.items()} for room, arrows in rooms.items()}
+
+
+def room_circles(graph: Graph) -> list[str]:
+    """One walk around each circle between rooms, each arrow with the module imports behind it."""
+    rooms = room_graph(graph)
+    found = []
+    for component in cycles(rooms):
+        members = set(component)
+        walk = [component[0]]
+        while True:  # a circle exists inside every strongly connected set: follow arrows until one repeats
+            step = min(room for room in rooms[walk[-1]] if room in members)
+            if step in walk:
+                walk = [*walk[walk.index(step) :], step]
+                break
+            walk.append(step)
+        arrows = [f"{a} -> {b} ({'; '.join(rooms[a][b])})" for a, b in pairwise(walk)]
+        tangled = f"rooms {', '.join(component)} reach each other; one circle:" if len(component) > 2 else ""
+        found.append("\n".join([tangled, *arrows] if tangled else arrows))
+    return found
+
+
 def test_no_import_circles() -> None:
     assert cycles(import_graph()) == []
 
@@ -122,14 +168,23 @@ def test_no_upward_imports() -> None:
     assert upward(import_graph()) == []
 
 
-def test_the_kit_imports_no_room() -> None:
-    """`catalog_api/kit/` is what every room shares: it may only lean on itself and `models`."""
+def test_no_circles_between_rooms() -> None:
+    """A73d9a9 had three, each made of circle-free modules: catalog -> prices -> events -> catalog
+    (bulk_files, snapshot_files, outbox, records), catalog <-> prices (repository -> movers,
+    movers_routes -> repository) and deps <-> catalog, scan, ops (the context's types, the routes)."""
+    found = room_circles(import_graph())
+    assert found == [], "circles between rooms:\n\n" + "\n\n".join(found)
+
+
+def test_shared_rooms_import_no_sibling() -> None:
+    """A shared room (`catalog_api/kit/`) is what every room leans on: it may only lean on itself and
+    on lower layers."""
     leaks = sorted(
         f"{importer} -> {target}"
         for importer, targets in import_graph().items()
-        if importer.startswith("catalog_api.kit")
+        if room_of(importer) in SHARED_ROOMS
         for target in targets
-        if not target.startswith(("catalog_api.kit", "models"))
+        if room_of(target) != room_of(importer) and room_of(target).split(".")[0] == importer.split(".")[0]
     )
     assert leaks == []
 
@@ -160,3 +215,19 @@ def test_the_check_fails_on_a_circle_and_an_upward_import() -> None:
         ["catalog_api.catalog.repository", "catalog_api.events.outbox", "catalog_api.prices.sync"]
     ]
     assert upward(fake) == ["models.net -> catalog_api.kit.settings"]
+
+
+def test_the_room_check_finds_a_circle_of_circle_free_modules() -> None:
+    """No module circle, yet rooms a and b import each other: the room check names it with its imports."""
+    fake = {
+        "pkg.a.x": {"pkg.b.y"},
+        "pkg.b.y": set(),
+        "pkg.b.z": {"pkg.a.w"},
+        "pkg.a.w": {"pkg.kit.k"},
+        "pkg.kit.k": set(),
+        "pkg.top": {"pkg.a.x", "other.thing"},
+        "other.thing": set(),
+    }
+    assert cycles(fake) == []
+    assert room_circles(fake) == ["pkg.a -> pkg.b (pkg.a.x -> pkg.b.y)\npkg.b -> pkg.a (pkg.b.z -> pkg.a.w)"]
+    assert room_circles({**fake, "pkg.b.z": set()}) == []

@@ -37,11 +37,11 @@ from urllib.parse import urlencode
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from catalog_api.access import file_access
 from catalog_api.catalog import repository
 from catalog_api.catalog.readmodel import feed_versions, load_snapshot
 from catalog_api.kit.private_files import open_private, private_dir, private_file, write_private
 from catalog_api.kit.settings import Settings
-from catalog_api.prices import file_access
 
 KINDS = ("cards", "products", "expansions", "series")
 CARD_BATCH = 1000

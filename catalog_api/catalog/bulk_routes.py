@@ -8,12 +8,12 @@ from fastapi import APIRouter, Query, Request
 from pydantic import Field
 from starlette.responses import FileResponse, Response
 
+from catalog_api.access import file_access
 from catalog_api.catalog import bulk_files
 from catalog_api.deps import Context
 from catalog_api.kit.envelope import data_response, page
 from catalog_api.kit.errors import Internal, NotFound, Unauthorized
 from catalog_api.kit.schemas import BY_ID, Envelope, Page, Strict, file_responses
-from catalog_api.prices import file_access
 
 router = APIRouter(tags=["bulk"])
 

@@ -9,18 +9,21 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
-from catalog_api.catalog import records, repository
+from catalog_api.catalog import repository
 from catalog_api.catalog.card_query import LEGAL, SORTS, CardFilter, parse_filter, parse_ids, parse_sort
 from catalog_api.catalog.card_table import SHAPES
+from catalog_api.catalog.readmodel import SnapshotHolder, Snapshots
 from catalog_api.catalog.schemas import Card, CardSummary
 from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
+from catalog_api.kit import records
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import NotFound
 from catalog_api.kit.languages import dress, parse_lang
 from catalog_api.kit.pagination import parse_limit
 from catalog_api.kit.params import Cursor, Lang, Limit, Search
 from catalog_api.kit.schemas import ERRORS, NOT_FOUND, Envelope, Page
+from catalog_api.prices import price_reads
 
 router = APIRouter(prefix="/v1/cards", tags=["cards"])
 INCLUDES = ("variants", "metadata", "change", "names")
@@ -36,6 +39,7 @@ def parse_include(raw: str | None) -> set[str]:
 async def list_cards(
     request: Request,
     context: Context,
+    snapshots: Snapshots,
     limit: Limit = None,
     cursor: Cursor = None,
     expansion_id: Annotated[str | None, Query(description="Only this expansion's cards.")] = None,
@@ -114,17 +118,17 @@ async def list_cards(
 
     async def produce() -> dict[str, Any]:
         if chosen_ids is not None:
-            return await _ids_page(context, chosen_ids, extras, language)
-        return await _card_page(context, limit, cursor, wanted, order, q, extras, language)
+            return await _ids_page(context, snapshots, chosen_ids, extras, language)
+        return await _card_page(context, snapshots, limit, cursor, wanted, order, q, extras, language)
 
     return await cached_read(request, context, produce)
 
 
 async def _ids_page(
-    context: AppContext, ids: list[str], extras: set[str], language: str | None
+    context: AppContext, snapshots: SnapshotHolder, ids: list[str], extras: set[str], language: str | None
 ) -> dict[str, Any]:
     """The cards `ids` names, in its order; ids the read model does not hold are left out before SQL."""
-    snapshot = await context.snapshots.get()
+    snapshot = await snapshots.get()
     known = [card_id for card_id in ids if card_id in snapshot.cards.by_id]
     rows: Sequence[Any] = []
     variants: dict[str, list[dict[str, Any]]] = {}
@@ -139,6 +143,7 @@ async def _ids_page(
 
 async def _card_page(
     context: AppContext,
+    snapshots: SnapshotHolder,
     limit: str | None,
     cursor: str | None,
     wanted: CardFilter,
@@ -167,7 +172,7 @@ async def _card_page(
             )
             variants, changes = await _extras(conn, [row.id for row in rows], extras)
     else:
-        snapshot = await context.snapshots.get()
+        snapshot = await snapshots.get()
         if q is None:
             # Filters and sorts run in memory on the worker's read model (card_table); the database is
             # asked only for the page's rows.
@@ -228,7 +233,7 @@ async def _extras(
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
     """The page's printings and price changes, when asked for."""
     variants = await repository.variants_for(conn, ids) if "variants" in extras else {}
-    changes = await repository.changes_for(conn, ids) if "change" in extras else {}
+    changes = await price_reads.changes_for(conn, ids) if "change" in extras else {}
     return variants, changes
 
 

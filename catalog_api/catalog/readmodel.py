@@ -10,15 +10,17 @@ import asyncio
 import gc
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+from fastapi import Depends, Request
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from catalog_api.catalog import records, repository
+from catalog_api.catalog import repository
 from catalog_api.catalog.card_table import CardTable, card_facts
 from catalog_api.catalog.search import SearchIndex, every_name
+from catalog_api.kit import records
 from catalog_api.kit.http_errors import is_database_down
 from catalog_api.kit.models import (
     Expansion,
@@ -30,6 +32,7 @@ from catalog_api.kit.models import (
 )
 from catalog_api.kit.pagination import PositionShape
 from catalog_api.kit.vocabulary import CONDITION_ORDER
+from catalog_api.prices import price_reads
 
 RECHECK_S = 1.0
 
@@ -67,7 +70,7 @@ async def feed_versions(engine: AsyncEngine) -> tuple[tuple[str, int], ...]:
 async def load_snapshot(engine: AsyncEngine, version: tuple[int, int]) -> Snapshot:
     async with engine.connect() as conn:
         cards = await repository.card_fact_rows(conn)
-        markets = await repository.headline_markets(conn)
+        markets = await price_reads.headline_markets(conn)
         expansion_rows = (
             await conn.execute(select(*Expansion.__table__.c).order_by(Expansion.release_date, Expansion.id))
         ).all()
@@ -172,3 +175,13 @@ class SnapshotHolder:
                 keep_out_of_gc()
             self._versions = versions
             self._checked = time.monotonic()
+
+
+def get_snapshots(request: Request) -> SnapshotHolder:
+    """The worker's read model, which the app keeps on its state (`app.state.snapshots`): the catalog
+    room hands it out itself, so the shared context (`deps.AppContext`) names no type of this room."""
+    holder: SnapshotHolder = request.app.state.snapshots
+    return holder
+
+
+Snapshots = Annotated[SnapshotHolder, Depends(get_snapshots)]

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from catalog_api.catalog.readmodel import Snapshot, Table
+from catalog_api.catalog.readmodel import Snapshot, SnapshotHolder, Snapshots, Table
 from catalog_api.catalog.schemas import Expansion, Product, Series
 from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
@@ -89,10 +89,13 @@ def _viewer(
 
 
 async def _read(
-    request: Request, context: AppContext, produce: Callable[[Snapshot], dict[str, Any]]
+    request: Request,
+    context: AppContext,
+    snapshots: SnapshotHolder,
+    produce: Callable[[Snapshot], dict[str, Any]],
 ) -> Response:
     async def run() -> dict[str, Any]:
-        return produce(await context.snapshots.get())
+        return produce(await snapshots.get())
 
     return await cached_read(request, context, run)
 
@@ -101,6 +104,7 @@ async def _read(
 async def list_series(
     request: Request,
     context: Context,
+    snapshots: Snapshots,
     limit: Limit = None,
     cursor: Cursor = None,
     q: Search = None,
@@ -114,19 +118,25 @@ async def list_series(
         view = _viewer(snap, snap.series, lang, include)
         return _list(context, snap.series, ["series", q], limit, cursor, q, None, view)
 
-    return await _read(request, context, produce)
+    return await _read(request, context, snapshots, produce)
 
 
 @router.get(
     "/series/{series_id}", tags=["series"], response_model=Envelope[Series], responses={**ERRORS, **NOT_FOUND}
 )
 async def get_series(
-    request: Request, context: Context, series_id: str, lang: Lang = None, include: Include = None
+    request: Request,
+    context: Context,
+    snapshots: Snapshots,
+    series_id: str,
+    lang: Lang = None,
+    include: Include = None,
 ) -> Response:
     parse_lang(lang)
     return await _read(
         request,
         context,
+        snapshots,
         lambda snap: _detail(snap.series, series_id, "series", _viewer(snap, snap.series, lang, include)),
     )
 
@@ -135,6 +145,7 @@ async def get_series(
 async def list_expansions(
     request: Request,
     context: Context,
+    snapshots: Snapshots,
     limit: Limit = None,
     cursor: Cursor = None,
     q: Search = None,
@@ -152,7 +163,7 @@ async def list_expansions(
         scope = ["expansions", series_id, q]
         return _list(context, snap.expansions, scope, limit, cursor, q, keep, view)
 
-    return await _read(request, context, produce)
+    return await _read(request, context, snapshots, produce)
 
 
 @router.get(
@@ -162,7 +173,12 @@ async def list_expansions(
     responses={**ERRORS, **NOT_FOUND},
 )
 async def get_expansion(
-    request: Request, context: Context, expansion_id: str, lang: Lang = None, include: Include = None
+    request: Request,
+    context: Context,
+    snapshots: Snapshots,
+    expansion_id: str,
+    lang: Lang = None,
+    include: Include = None,
 ) -> Response:
     parse_lang(lang)
 
@@ -170,13 +186,14 @@ async def get_expansion(
         view = _viewer(snap, snap.expansions, lang, include)
         return _detail(snap.expansions, expansion_id, "expansion", view)
 
-    return await _read(request, context, produce)
+    return await _read(request, context, snapshots, produce)
 
 
 @router.get("/products", tags=["products"], response_model=Envelope[Page[Product]], responses=ERRORS)
 async def list_products(
     request: Request,
     context: Context,
+    snapshots: Snapshots,
     limit: Limit = None,
     cursor: Cursor = None,
     q: Search = None,
@@ -197,7 +214,7 @@ async def list_products(
         scope = ["products", expansion_id, q]
         return _list(context, snap.products, scope, limit, cursor, q, keep, view)
 
-    return await _read(request, context, produce)
+    return await _read(request, context, snapshots, produce)
 
 
 @router.get(
@@ -207,7 +224,12 @@ async def list_products(
     responses={**ERRORS, **NOT_FOUND},
 )
 async def get_product(
-    request: Request, context: Context, product_id: str, lang: Lang = None, include: Include = None
+    request: Request,
+    context: Context,
+    snapshots: Snapshots,
+    product_id: str,
+    lang: Lang = None,
+    include: Include = None,
 ) -> Response:
     parse_lang(lang)
 
@@ -215,4 +237,4 @@ async def get_product(
         view = _viewer(snap, snap.products, lang, include)
         return _detail(snap.products, product_id, "product", view)
 
-    return await _read(request, context, produce)
+    return await _read(request, context, snapshots, produce)

@@ -1,8 +1,7 @@
-"""All card SQL. Pages are keyset scans on the catalog-order indexes; variants come in one query a page.
-
-Also the card queries of the other readers: the search index's rows (`readmodel`), the fields a scan
-answer shows (`scan.scan_routes`), and the print of every imaged card that the scanner's index is built from
-(`serve_app.indexing`, which runs it on the blocking engine)."""
+"""The catalog's card SQL. Pages are keyset scans on the catalog-order indexes; variants come in one
+query a page, their current prices from the prices room (`prices.price_reads`), which owns those tables
+as the scan room owns the card rows a scan reads (`scan.card_rows`). Also the search index's rows
+(`readmodel`)."""
 
 from __future__ import annotations
 
@@ -10,35 +9,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Row, Select, Text, cast, select, tuple_
+from sqlalchemy import Row, Text, cast, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from catalog_api.catalog import records
-from catalog_api.kit.models import Card, CardMover, CardPriceCurrent, CardVariant, Expansion
+from catalog_api.kit import records
+from catalog_api.kit.models import Card, CardVariant
 from catalog_api.kit.pagination import PositionShape, sendable
-from catalog_api.kit.vocabulary import CONDITION_ORDER
-from catalog_api.prices.movers import WINDOWS
+from catalog_api.kit.records import SUMMARY_COLUMNS
+from catalog_api.prices.price_reads import current_prices
 
-SUMMARY_COLUMNS = (
-    Card.id,
-    Card.expansion_id,
-    Card.number,
-    Card.name,
-    Card.rarity,
-    Card.illustrator,
-    Card.image_key,
-    Card.palette,
-    Card.category,
-    Card.number_normalized,
-    Card.names,
-)
 # Position in catalog order: the whole catalog, or within one expansion.
 GLOBAL_ORDER = (Card.sort_release, Card.expansion_id, Card.sort_nonnumeric, Card.sort_number, Card.id)
 EXPANSION_ORDER = (Card.sort_nonnumeric, Card.sort_number, Card.id)
 # What a cursor's position must hold for each order (the columns' own types), checked before any SQL.
 GLOBAL_SHAPE: PositionShape = tuple(column.type.python_type for column in GLOBAL_ORDER)
 EXPANSION_SHAPE: PositionShape = tuple(column.type.python_type for column in EXPANSION_ORDER)
-MOVERS_SHAPE: PositionShape = (int,)
 
 
 # Metadata is read as JSON text and spliced into the response unparsed (orjson.Fragment): a 200-row page
@@ -122,70 +107,6 @@ async def variants_for(conn: AsyncConnection, card_ids: Sequence[str]) -> dict[s
     return found
 
 
-async def current_prices(
-    conn: AsyncConnection, variant_ids: Sequence[int]
-) -> dict[int, list[dict[str, Any]]]:
-    """Each printing's current Price entries, NM first (the conditions' usual order)."""
-    found: dict[int, list[Any]] = {}
-    if not variant_ids:
-        return {}
-    stmt = select(*CardPriceCurrent.__table__.c).where(CardPriceCurrent.variant_id.in_(variant_ids))
-    for row in (await conn.execute(stmt)).all():
-        found.setdefault(row.variant_id, []).append(row)
-    return {
-        vid: [records.price_entry(row) for row in sorted(rows, key=_condition_rank)]
-        for vid, rows in found.items()
-    }
-
-
-def _condition_rank(row: Any) -> tuple[int, str]:
-    return CONDITION_ORDER.get(row.condition, len(CONDITION_ORDER)), row.condition
-
-
-async def changes_for(conn: AsyncConnection, card_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Each card's computed windows (1d, 7d, 30d order); cards without a mover row are absent."""
-    if not card_ids:
-        return {}
-    stmt = select(*CardMover.__table__.c).where(CardMover.card_id.in_(card_ids))
-    found: dict[str, list[Any]] = {}
-    for row in (await conn.execute(stmt)).all():
-        found.setdefault(row.card_id, []).append(row)
-    order = list(WINDOWS)
-    return {
-        card_id: [records.change_entry(row) for row in sorted(rows, key=lambda r: order.index(r.window))]
-        for card_id, rows in found.items()
-    }
-
-
-async def movers_page(
-    conn: AsyncConnection,
-    *,
-    window: str,
-    direction: str,
-    expansion_id: str | None,
-    min_cents: int,
-    after: list[Any] | None,
-    limit: int,
-) -> tuple[list[str], list[Any] | None]:
-    """Card ids of one leaderboard page (by the precomputed rank, after `after` of MOVERS_SHAPE), and the
-    last rank if more remain."""
-    if expansion_id is not None and not sendable(expansion_id):
-        return [], None
-    rank = CardMover.gain_rank if direction == "gainers" else CardMover.loss_rank
-    stmt = select(CardMover.card_id, rank).where(CardMover.window == window, rank.is_not(None))
-    if expansion_id is not None:
-        stmt = stmt.where(CardMover.expansion_id == expansion_id)
-    if min_cents > 0:
-        stmt = stmt.where(CardMover.start_cents >= min_cents, CardMover.end_cents >= min_cents)
-    if after is not None:
-        stmt = stmt.where(rank > after[0])
-    rows = (await conn.execute(stmt.order_by(rank).limit(limit + 1))).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    position = [rows[-1][1]] if more and rows else None
-    return [row[0] for row in rows], position
-
-
 async def card_fact_rows(conn: AsyncConnection) -> Sequence[Any]:
     """Every card's searchable, filterable and sortable fields (what the read model holds); `metadata`
     as JSON text (orjson parses it several times faster than the driver's json)."""
@@ -204,43 +125,3 @@ async def card_fact_rows(conn: AsyncConnection) -> Sequence[Any]:
         Card.sort_number,
     )
     return (await conn.execute(select(*columns))).all()
-
-
-async def headline_markets(conn: AsyncConnection) -> dict[str, int]:
-    """card id -> its headline printing's current NM market, in cents: the first of its printings, in
-    the feed's order, with a current non-null NM market (the same rule as `prices.movers.headlines`).
-    Cards with no such printing are absent."""
-    stmt = (
-        select(CardVariant.card_id, CardPriceCurrent.market)
-        .join(
-            CardPriceCurrent,
-            (CardPriceCurrent.variant_id == CardVariant.id) & (CardPriceCurrent.condition == "NM"),
-        )
-        .where(CardPriceCurrent.market.is_not(None))
-        .order_by(CardVariant.card_id, CardVariant.position)
-    )
-    found: dict[str, int] = {}
-    for card_id, market in (await conn.execute(stmt)).all():
-        if market is not None:
-            found.setdefault(card_id, market)
-    return found
-
-
-async def scan_card_rows(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, Any]:
-    """The fields a scan answer shows for each card id still in the catalog, by id."""
-    columns = (Card.id, Card.name, Card.category, Card.rarity, Card.number, Card.image_key)
-    stmt = _with_expansion(*columns, Expansion.id, Expansion.name, Card.names, Expansion.names)
-    stmt = stmt.where(Card.id.in_(ids))
-    return {row[0]: row for row in (await conn.execute(stmt)).all()}
-
-
-def imaged_card_prints(conn: Connection) -> Sequence[Any]:
-    """Each card with a face in the image store, with what its print shows (blocking: index builds)."""
-    columns = (Card.id, Card.name, Card.number, Card.illustrator, Card.image_key)
-    stmt = _with_expansion(*columns, Expansion.code, Expansion.card_count_official)
-    return conn.execute(stmt.where(Card.image_key.is_not(None)).order_by(Card.id)).all()
-
-
-def _with_expansion(*columns: Any) -> Select[Any]:
-    """Card columns beside their expansion's."""
-    return select(*columns).join(Expansion, Expansion.id == Card.expansion_id)

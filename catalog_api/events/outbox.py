@@ -3,7 +3,7 @@
 `emit` writes each event's delivery body (exactly the JSON that will be sent and signed) into `events`
 and a `deliveries` row beside it for every active webhook endpoint, so a change and its events commit
 together or not at all; `catalog_api.events.deliverer` sends them later. The record helpers build the payloads
-with `catalog_api.catalog.records`, the same shapes the `/v1` reads serve.
+with `catalog_api.kit.records`, the same shapes the `/v1` reads serve.
 
 A group of more than CHUNK_SIZE records is split into several events of at most CHUNK_SIZE records,
 each with `chunk: {index, of}`; `index` is 0-based (0 … of-1). A smaller group carries no `chunk` key.
@@ -22,8 +22,7 @@ import orjson
 from sqlalchemy import DateTime, Integer, delete, insert, literal, select
 from sqlalchemy.orm import Session
 
-from catalog_api.catalog import records
-from catalog_api.catalog.repository import SUMMARY_COLUMNS
+from catalog_api.kit import records
 from catalog_api.kit.models import (
     Card,
     CardPriceCurrent,
@@ -36,6 +35,7 @@ from catalog_api.kit.models import (
     Series,
     WebhookEndpoint,
 )
+from catalog_api.kit.records import SUMMARY_COLUMNS
 from catalog_api.kit.vocabulary import CONDITION_ORDER, GAME
 
 if TYPE_CHECKING:

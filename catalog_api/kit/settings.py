@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     # host that runs `prices sync`) wherever they do not share a writable data dir.
     file_secret: str = ""
     # How long a snapshot URL in an event stays valid: a day of delivery retries (the webhooks_* schedule)
-    # plus a day to download. Bound to no key (see catalog_api.prices.file_access); was 30 days.
+    # plus a day to download. Bound to no key (see catalog_api.access.file_access); was 30 days.
     snapshot_url_ttl_s: int = Field(default=2 * 24 * 3600, ge=60)
     # Serve the benchmark's static ceiling route (`/v1/_bench/static`); off in production.
     bench_routes: bool = False

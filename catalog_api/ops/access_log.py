@@ -26,7 +26,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from catalog_api.access.keys import bearer_token
 from catalog_api.deps import MATCHED_ROUTE
 from catalog_api.kit.metrics import UNMATCHED_ROUTE
-from catalog_api.ops.http_metrics import METHODS, flat_routes, route_template
+from catalog_api.kit.routes import flat_routes
+from catalog_api.ops.http_metrics import METHODS, route_template
 
 LOGGER = "cardcat.access"
 log = logging.getLogger(LOGGER)

@@ -10,13 +10,14 @@ A path that matches a route for another method (a `405`) gets that route's templ
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.kit.metrics import HTTP_LATENCY, HTTP_REQUESTS, UNMATCHED_ROUTE
+from catalog_api.kit.routes import flat_routes
 
 # Methods are few, but a client can send any token: others are counted as `other`.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -32,16 +33,6 @@ def route_template(scope: Scope, routes: Sequence[Any]) -> str:
         if match == Match.PARTIAL and partial is None:
             partial = _template(route)
     return partial or UNMATCHED_ROUTE
-
-
-def flat_routes(routes: Iterable[Any]) -> list[Any]:
-    """The app's routes one level deep: FastAPI keeps an included router as one entry that lists its
-    own (`effective_route_contexts`), each with the full path and its own `matches`."""
-    flat: list[Any] = []
-    for route in routes:
-        contexts = getattr(route, "effective_route_contexts", None)
-        flat.extend(contexts() if callable(contexts) else [route])
-    return flat
 
 
 def _template(route: Any) -> str:

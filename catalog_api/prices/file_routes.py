@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.responses import FileResponse
 
+from catalog_api.access import file_access
 from catalog_api.deps import Context
 from catalog_api.kit.errors import NotFound, Unauthorized
 from catalog_api.kit.schemas import file_responses
-from catalog_api.prices import file_access
 from catalog_api.prices import snapshot_files as snapshots
 
 router = APIRouter(tags=["events"])

@@ -74,7 +74,7 @@ async def card_price_history(
     history.check_days(from_, to)
 
     async def produce() -> dict[str, Any]:
-        version = await context.snapshots.data_version()
+        version = await context.data_version()
         async with context.engine.connect() as conn:
             log_days = await log_days_cache(request).get(conn, version)
             span = history.window(from_, to, log_days.newest)
@@ -123,7 +123,7 @@ async def product_price_history(
     history.check_days(from_, to)
 
     async def produce() -> dict[str, Any]:
-        version = await context.snapshots.data_version()
+        version = await context.data_version()
         async with context.engine.connect() as conn:
             span = history.window(from_, to, (await log_days_cache(request).get(conn, version)).newest)
             chosen = await history.product_variant(conn, product_id, variant)

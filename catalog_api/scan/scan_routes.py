@@ -15,7 +15,6 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from catalog_api.catalog import repository
 from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
 from catalog_api.kit.errors import APIError, ScanUnavailable
@@ -27,9 +26,11 @@ from catalog_api.kit.photo import probe_image
 from catalog_api.kit.scan_contract import ScanDecision, ScannedCard, unidentified_answer
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
 from catalog_api.kit.vocabulary import GAME
+from catalog_api.scan import card_rows
 from catalog_api.scan.admission import ScanSlots
 from catalog_api.scan.intake import read_scan_upload
 from catalog_api.scan.resolver import make_resolver
+from catalog_api.scan.scanning import Scanning, ScanningState
 from catalog_api.scan.schemas import ScanResult
 from catalog_api.scan.url_fetch import FetchPolicy
 
@@ -67,12 +68,12 @@ SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
         }
     },
 )
-async def scan(request: Request, context: Context, lang: Lang = None) -> Response:
+async def scan(request: Request, context: Context, scanning: ScanningState, lang: Lang = None) -> Response:
     """Identify a card from a photo: a multipart file field `image`, or JSON `{url}` (https, public).
     `lang` names the matched cards and their expansions in that language where the feed has it."""
     language = parse_lang(lang)
     try:
-        body = await _scan(request, context, language)
+        body = await _scan(request, context, scanning, language)
     except Exception as error:
         SCANS.labels("error").inc()
         SCAN_ERROR_CODES.labels(error.code if isinstance(error, APIError) else "internal").inc()
@@ -83,14 +84,16 @@ async def scan(request: Request, context: Context, lang: Lang = None) -> Respons
     return data_response(request, body)
 
 
-async def _scan(request: Request, context: AppContext, language: str | None) -> dict[str, Any]:
-    if context.scanner is None:
+async def _scan(
+    request: Request, context: AppContext, scanning: Scanning, language: str | None
+) -> dict[str, Any]:
+    if scanning.scanner is None:
         raise ScanUnavailable("Scanning is not configured on this deployment.")
-    slots, policy = _intake(request, context)
+    slots, policy = _intake(request, context, scanning)
     with slots.hold():  # before the body is read: see catalog_api.scan.admission
         data = await read_scan_upload(request, policy)
         await run_in_threadpool(probe_image, data)
-        decision = await context.scanner.scan(data)
+        decision = await scanning.scanner.scan(data)
         del data  # the photo leaves this worker's memory with its slot
     _observe_stages(decision)
     matches = await _hydrate(context, decision["matches"], language)
@@ -101,12 +104,12 @@ async def _scan(request: Request, context: AppContext, language: str | None) -> 
     }
 
 
-def _intake(request: Request, context: AppContext) -> tuple[ScanSlots, FetchPolicy]:
+def _intake(request: Request, context: AppContext, scanning: Scanning) -> tuple[ScanSlots, FetchPolicy]:
     """This app's scan slots and its fetch policy with the resolver the settings name, made on the
     first scan (a worker has one app and one event loop)."""
     state: tuple[ScanSlots, FetchPolicy] | None = getattr(request.app.state, "scan_intake", None)
     if state is None:
-        settings, policy = context.settings, context.fetch_policy
+        settings, policy = context.settings, scanning.fetch_policy
         if policy.resolver is None and settings.scan_dns_servers:
             policy = replace(policy, resolver=make_resolver(settings.scan_dns_servers))
         state = ScanSlots(settings.scan_max_in_flight), policy
@@ -130,7 +133,7 @@ async def _hydrate(
     if not ids:
         return []
     async with context.engine.connect() as conn:
-        rows = await repository.scan_card_rows(conn, ids)
+        rows = await card_rows.scan_card_rows(conn, ids)
     hydrated = []
     for match in matches:
         row = rows.get(match["card_id"])

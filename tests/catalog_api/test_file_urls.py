@@ -25,9 +25,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 
+from catalog_api.access import file_access
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from catalog_api.kit.settings import Settings
-from catalog_api.prices import file_access
 from catalog_api.prices import snapshot_files as snapshots
 from tests.catalog_api.helpers import failed, ok
 from tests.catalog_api.test_prices import (

@@ -23,9 +23,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from catalog_api.access.file_access import sign_bound
 from catalog_api.kit.errors import URLNotAllowed
 from catalog_api.kit.settings import Settings
-from catalog_api.prices.file_access import sign_bound
 from catalog_api.prices.snapshot_files import sign
 from catalog_api.scan.url_fetch import FetchPolicy, fetch_image_url
 from tests.harness import Service, launch

@@ -1,10 +1,28 @@
-"""Database rows -> the API's record shapes (one place, so `/v1` reads and event payloads agree)."""
+"""Database rows -> the API's record shapes (one place, so `/v1` reads, bulk files and event payloads
+agree). Shared by the catalog's answers, the prices room's entries and the events' payloads, so it lives
+in the kit: the events room builds card records without importing the catalog room."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from catalog_api.kit.images import image_urls
+from catalog_api.kit.models import Card
+
+# The card columns a card summary is built from (`card_summary`), read by the catalog and the events.
+SUMMARY_COLUMNS = (
+    Card.id,
+    Card.expansion_id,
+    Card.number,
+    Card.name,
+    Card.rarity,
+    Card.illustrator,
+    Card.image_key,
+    Card.palette,
+    Card.category,
+    Card.number_normalized,
+    Card.names,
+)
 
 
 def price_entry(row: Any) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""`GET /v1/movers`: the leaderboard of biggest price gainers and losers (see `prices/movers.py`)."""
+"""`GET /v1/movers`: the leaderboard of biggest price gainers and losers (see `prices/movers.py`), as a
+page of card summaries: it lives with the card routes because it shows cards, and reads the ranks from
+the prices room (`prices.price_reads`)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from catalog_api.catalog import records, repository
+from catalog_api.catalog import repository
 from catalog_api.catalog.schemas import CardSummary
 from catalog_api.deps import Context, cached_read
+from catalog_api.kit import records
 from catalog_api.kit.envelope import page
 from catalog_api.kit.errors import BadRequest
 from catalog_api.kit.languages import dress, parse_lang
 from catalog_api.kit.pagination import parse_limit, parse_query_int
 from catalog_api.kit.params import Cursor, Lang, Limit
 from catalog_api.kit.schemas import ERRORS, Envelope, Page
+from catalog_api.prices import price_reads
 from catalog_api.prices.movers import WINDOWS
 
 router = APIRouter(prefix="/v1/movers", tags=["movers"])
@@ -63,9 +67,9 @@ async def list_movers(
     async def produce() -> dict[str, Any]:
         size = parse_limit(limit)
         scope = ["movers", window, direction, expansion_id, floor]
-        after = context.cursors.decode(cursor, scope, repository.MOVERS_SHAPE)
+        after = context.cursors.decode(cursor, scope, price_reads.MOVERS_SHAPE)
         async with context.engine.connect() as conn:
-            ids, position = await repository.movers_page(
+            ids, position = await price_reads.movers_page(
                 conn,
                 window=window,
                 direction=direction,
@@ -75,7 +79,7 @@ async def list_movers(
                 limit=size,
             )
             rows = await repository.cards_by_ids(conn, ids, False)
-            changes = await repository.changes_for(conn, ids)
+            changes = await price_reads.changes_for(conn, ids)
         items = []
         for row in rows:
             item = records.card_summary(row, context.settings.public_url)
