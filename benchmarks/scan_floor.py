@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import secrets
@@ -57,7 +58,7 @@ from benchmarks.scan_load import (
 )
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import FACE_SIZE
-from serve_app.app import BATCH_WAIT_S, FACES_HELD, Detector, Reader, _set_batching, build_app
+from serve_app.app import BATCH_WAIT_S, FACES_HELD, Detector, Embedder, Reader, _set_batching, build_app
 from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Read
 from serve_app.local import APP_NAME, SERVE_PACE, start_ray
@@ -74,15 +75,9 @@ THUMBNAIL = (96, 134)  # the shipped embedder's input (width, height): models/we
 class BareDetector(Detector.func_or_class):  # type: ignore[name-defined]
     """The Detector deployment with no decoding and no network: every photo is a blank face."""
 
-    def __init__(
-        self,
-        weights: str,
-        device: str = "auto",
-        backend: Any = None,
-        threads: int = 1,
-        pixels: str = "auto",
-        batch_wait_ms: float = 0.0,
-    ) -> None:
+    def __init__(self, *_model: Any, batch_wait_ms: float = 0.0, **_options: Any) -> None:
+        """Takes what `build_app` binds `Detector` with (its signature is not copied here) and keeps
+        only the batching."""
         self.on_device = False
         self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
         _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
@@ -109,16 +104,9 @@ class BlankReading:
 class BareReader(Reader.func_or_class):  # type: ignore[name-defined]
     """The Reader deployment with `BlankReading` for its network."""
 
-    def __init__(
-        self,
-        weights: str,
-        device: str = "auto",
-        checkpoint: str | None = None,
-        arch: str = "",
-        threads: int = 1,
-        batch_wait_ms: float = 0.0,
-        runtime: str = "torch",
-    ) -> None:
+    def __init__(self, *_model: Any, batch_wait_ms: float = 0.0, **_options: Any) -> None:
+        """Takes what `build_app` binds `Reader` with (its signature is not copied here) and keeps only
+        the batching."""
         self.model = BlankReading()
         _set_batching(self.read, {"batch_wait_ms": batch_wait_ms})
 
@@ -128,16 +116,13 @@ class BareEmbedder:
     """The Embedder's interface and batching over the index's print table, with no network and no
     search: every face gets the same hits."""
 
-    def __init__(
-        self,
-        weights: str,
-        index_dir: str,
-        device: str = "auto",
-        top_k: int = 32,
-        backend: Any = None,
-        threads: int = 1,
-        batch_wait_ms: float = 0.0,
-    ) -> None:
+    def __init__(self, *model: Any, **options: Any) -> None:
+        """Takes what `build_app` binds `Embedder` with, read by `Embedder`'s own signature (not copied
+        here): the index's print table, `top_k` and the batching."""
+        bound = inspect.signature(Embedder.func_or_class.__init__).bind(self, *model, **options)
+        bound.apply_defaults()
+        index_dir, top_k = bound.arguments["index_dir"], bound.arguments["top_k"]
+        batch_wait_ms = bound.arguments["batch_wait_ms"]
         self.table = PrintTable.from_records(json.loads((Path(index_dir) / "cards.json").read_text()))
         cards = sorted(self.table.cards)[:top_k]
         self.hits: Hits = [

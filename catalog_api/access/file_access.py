@@ -29,15 +29,17 @@ import hashlib
 import hmac
 import math
 import time
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
+from starlette.responses import FileResponse
 
 from catalog_api.access import ratelimit
 from catalog_api.access.keys import bearer_token, hash_key, is_expired, key_bucket
 from catalog_api.access.ratelimit import Decision, RateLimiter
-from catalog_api.kit.errors import APIError, RateLimited
+from catalog_api.kit.errors import APIError, NotFound, RateLimited
 from catalog_api.kit.models import ApiKey
 from catalog_api.kit.schemas import ErrorEnvelope
 from catalog_api.kit.settings import Settings
@@ -150,3 +152,11 @@ async def count(request: Request, bucket: str) -> dict[str, str]:
     if not decision.allowed:
         raise RateLimited(RATE_LIMITED, headers=headers)
     return headers
+
+
+def file_response(path: Path | None, file_name: str, headers: dict[str, str], missing: str) -> FileResponse:
+    """A signed URL's gzip file, with the download budget's headers (`count`); `404` saying `missing`
+    (with the same headers: the download was counted) when the file is gone."""
+    if path is None:
+        raise NotFound(missing, headers=headers)
+    return FileResponse(path, media_type="application/gzip", filename=file_name, headers=headers)

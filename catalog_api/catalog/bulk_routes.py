@@ -12,7 +12,7 @@ from catalog_api.access import file_access
 from catalog_api.catalog import bulk_files
 from catalog_api.deps import Context
 from catalog_api.kit.envelope import data_response, page
-from catalog_api.kit.errors import Internal, NotFound, Unauthorized
+from catalog_api.kit.errors import Internal, Unauthorized
 from catalog_api.kit.schemas import BY_ID, Envelope, Page, Strict, file_responses
 
 router = APIRouter(tags=["bulk"])
@@ -80,8 +80,5 @@ async def bulk_file(
     bucket = await file_access.active_key_bucket(context.engine, key_id)
     headers = await file_access.count(request, bucket)
     path = bulk_files.file_path(context.settings, file_name)
-    if path is None:
-        raise NotFound(
-            "No such bulk file (a newer build replaced it: ask GET /v1/bulk again).", headers=headers
-        )
-    return FileResponse(path, media_type="application/gzip", filename=file_name, headers=headers)
+    missing = "No such bulk file (a newer build replaced it: ask GET /v1/bulk again)."
+    return file_access.file_response(path, file_name, headers, missing)

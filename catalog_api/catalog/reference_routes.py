@@ -88,6 +88,9 @@ def _viewer(
     return view
 
 
+Keep = Callable[[str], bool] | None  # which records of a table a list keeps (None: all)
+
+
 async def _read(
     request: Request,
     context: AppContext,
@@ -98,6 +101,50 @@ async def _read(
         return produce(await snapshots.get())
 
     return await cached_read(request, context, run)
+
+
+async def _table_page(
+    request: Request,
+    context: AppContext,
+    snapshots: SnapshotHolder,
+    kind: str,
+    filters: list[Any],
+    keep: Callable[[Snapshot], Keep],
+    asked: tuple[str | None, str | None, str | None, str | None, str | None],
+) -> Response:
+    """What each list route of a small table does: one page of `snap.<kind>` (`series`, `expansions`,
+    `products`), the records `keep` keeps, under the cursor scope `[kind, *filters, q]`. `asked` is the
+    route's (limit, cursor, q, lang, include); `lang` is checked before any read."""
+    limit, cursor, q, lang, include = asked
+    parse_lang(lang)
+
+    def produce(snap: Snapshot) -> dict[str, Any]:
+        table: Table = getattr(snap, kind)
+        view = _viewer(snap, table, lang, include)
+        return _list(context, table, [kind, *filters, q], limit, cursor, q, keep(snap), view)
+
+    return await _read(request, context, snapshots, produce)
+
+
+async def _table_record(
+    request: Request,
+    context: AppContext,
+    snapshots: SnapshotHolder,
+    kind: str,
+    noun: str,
+    record_id: str,
+    lang: str | None,
+    include: str | None,
+) -> Response:
+    """What each detail route of a small table does: the record of `snap.<kind>` with that id, or `404`
+    naming the `noun`."""
+    parse_lang(lang)
+
+    def produce(snap: Snapshot) -> dict[str, Any]:
+        table: Table = getattr(snap, kind)
+        return _detail(table, record_id, noun, _viewer(snap, table, lang, include))
+
+    return await _read(request, context, snapshots, produce)
 
 
 @router.get("/series", tags=["series"], response_model=Envelope[Page[Series]], responses=ERRORS)
@@ -112,13 +159,8 @@ async def list_series(
     include: Include = None,
 ) -> Response:
     """Series in release order (first release date, then id), each with its expansions in release order."""
-    parse_lang(lang)
-
-    def produce(snap: Snapshot) -> dict[str, Any]:
-        view = _viewer(snap, snap.series, lang, include)
-        return _list(context, snap.series, ["series", q], limit, cursor, q, None, view)
-
-    return await _read(request, context, snapshots, produce)
+    asked = (limit, cursor, q, lang, include)
+    return await _table_page(request, context, snapshots, "series", [], lambda snap: None, asked)
 
 
 @router.get(
@@ -132,13 +174,7 @@ async def get_series(
     lang: Lang = None,
     include: Include = None,
 ) -> Response:
-    parse_lang(lang)
-    return await _read(
-        request,
-        context,
-        snapshots,
-        lambda snap: _detail(snap.series, series_id, "series", _viewer(snap, snap.series, lang, include)),
-    )
+    return await _table_record(request, context, snapshots, "series", "series", series_id, lang, include)
 
 
 @router.get("/expansions", tags=["expansions"], response_model=Envelope[Page[Expansion]], responses=ERRORS)
@@ -154,16 +190,13 @@ async def list_expansions(
     include: Include = None,
 ) -> Response:
     """Expansions in release order (release date, then id)."""
-    parse_lang(lang)
 
-    def produce(snap: Snapshot) -> dict[str, Any]:
+    def keep(snap: Snapshot) -> Keep:
         records = snap.expansions.records
-        keep = None if series_id is None else (lambda eid: records[eid]["series_id"] == series_id)
-        view = _viewer(snap, snap.expansions, lang, include)
-        scope = ["expansions", series_id, q]
-        return _list(context, snap.expansions, scope, limit, cursor, q, keep, view)
+        return None if series_id is None else (lambda eid: records[eid]["series_id"] == series_id)
 
-    return await _read(request, context, snapshots, produce)
+    asked = (limit, cursor, q, lang, include)
+    return await _table_page(request, context, snapshots, "expansions", [series_id], keep, asked)
 
 
 @router.get(
@@ -180,13 +213,9 @@ async def get_expansion(
     lang: Lang = None,
     include: Include = None,
 ) -> Response:
-    parse_lang(lang)
-
-    def produce(snap: Snapshot) -> dict[str, Any]:
-        view = _viewer(snap, snap.expansions, lang, include)
-        return _detail(snap.expansions, expansion_id, "expansion", view)
-
-    return await _read(request, context, snapshots, produce)
+    return await _table_record(
+        request, context, snapshots, "expansions", "expansion", expansion_id, lang, include
+    )
 
 
 @router.get("/products", tags=["products"], response_model=Envelope[Page[Product]], responses=ERRORS)
@@ -205,16 +234,13 @@ async def list_products(
 ) -> Response:
     """Sealed products by id. The feed names products in English only: `lang` translates the names of
     the expansions a product lists, and `include=names` gives `{}`."""
-    parse_lang(lang)
 
-    def produce(snap: Snapshot) -> dict[str, Any]:
+    def keep(snap: Snapshot) -> Keep:
         links = snap.product_expansions
-        keep = None if expansion_id is None else (lambda pid: expansion_id in links.get(pid, ()))
-        view = _viewer(snap, snap.products, lang, include)
-        scope = ["products", expansion_id, q]
-        return _list(context, snap.products, scope, limit, cursor, q, keep, view)
+        return None if expansion_id is None else (lambda pid: expansion_id in links.get(pid, ()))
 
-    return await _read(request, context, snapshots, produce)
+    asked = (limit, cursor, q, lang, include)
+    return await _table_page(request, context, snapshots, "products", [expansion_id], keep, asked)
 
 
 @router.get(
@@ -231,10 +257,4 @@ async def get_product(
     lang: Lang = None,
     include: Include = None,
 ) -> Response:
-    parse_lang(lang)
-
-    def produce(snap: Snapshot) -> dict[str, Any]:
-        view = _viewer(snap, snap.products, lang, include)
-        return _detail(snap.products, product_id, "product", view)
-
-    return await _read(request, context, snapshots, produce)
+    return await _table_record(request, context, snapshots, "products", "product", product_id, lang, include)

@@ -7,7 +7,7 @@ from starlette.responses import FileResponse
 
 from catalog_api.access import file_access
 from catalog_api.deps import Context
-from catalog_api.kit.errors import NotFound, Unauthorized
+from catalog_api.kit.errors import Unauthorized
 from catalog_api.kit.schemas import file_responses
 from catalog_api.prices import snapshot_files as snapshots
 
@@ -28,6 +28,4 @@ async def snapshot_file(
         raise Unauthorized("The snapshot URL's signature is invalid or has expired.")
     headers = await file_access.count(request, file_access.address_bucket(request))
     path = snapshots.snapshot_path(context.settings, file_name)
-    if path is None:
-        raise NotFound("No such snapshot.", headers=headers)
-    return FileResponse(path, media_type="application/gzip", filename=file_name, headers=headers)
+    return file_access.file_response(path, file_name, headers, "No such snapshot.")

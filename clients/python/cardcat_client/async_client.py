@@ -6,20 +6,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from cardcat_client import models
-from cardcat_client._core import Call, Core, Retry, ScanSource, Stats, query_params, scan_call
-from cardcat_client.client import _headers
-from cardcat_client.errors import CardcatConnectionError
-from cardcat_client.routes import ROUTES, price_history_params
-
-M = TypeVar("M", bound=models.Model)
+from cardcat_client._base import ClientBase, next_params, read_one, read_page, route_call
+from cardcat_client._core import Call, Retry, ScanSource, scan_call
+from cardcat_client.routes import price_history_params
 
 
-class AsyncCardcatClient:
+class AsyncCardcatClient(ClientBase[httpx.AsyncClient]):
     """The cardcat API from Python: typed models, every list walked over its cursor pages, errors as
     `CardcatError`, `429` and `5xx` retried (see `Core` for the bounds), conditional GETs by ETag.
 
@@ -29,34 +26,8 @@ class AsyncCardcatClient:
     to close.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        *,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        max_retry_wait: float = 60.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = 8.0,
-        etag_cache_size: int = 256,
-        http_client: httpx.AsyncClient | None = None,
-    ) -> None:
-        self._core = Core(
-            max_retries=max_retries,
-            max_retry_wait=max_retry_wait,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            etag_cache_size=etag_cache_size,
-        )
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=timeout)
-        self._base_url = base_url.rstrip("/")
-        self._headers = _headers(api_key)
-
-    @property
-    def stats(self) -> Stats:
-        return self._core.stats
+    def _open(self, timeout: float) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout)
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -75,49 +46,30 @@ class AsyncCardcatClient:
     async def _send(self, call: Call) -> Any:
         attempt = 0
         while True:
-            request = self._http.build_request(
-                call.method,
-                self._base_url + call.path,
-                params=call.params,
-                headers=self._headers,
-                files=call.files,
-                json=call.json,
-            )
-            self._core.prepare(request)
+            request = self._request(call)
             try:
                 response = await self._http.send(request)
             except httpx.TransportError as exc:
-                retry = self._core.lost_connection(call, attempt)
-                if retry is None:
-                    raise CardcatConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
+                outcome = self._lost(call, attempt, exc)
             else:
                 outcome = self._core.settle(call, request, response, attempt)
-                if not isinstance(outcome, Retry):
-                    return outcome
-                retry = outcome
+            if not isinstance(outcome, Retry):
+                return outcome
             attempt += 1
-            self._core.stats.retries += 1
-            await asyncio.sleep(retry.wait)
+            await asyncio.sleep(self._retrying(outcome))
 
     async def _one(self, name: str, params: dict[str, Any] | None = None, **path_args: Any) -> Any:
-        route = ROUTES[name]
-        data = await self._send(Call(route.method, route.url(**path_args), query_params(params or {})))
-        return route.model.model_validate(data)
+        return read_one(name, await self._send(route_call(name, params, **path_args)))
 
-    async def _page(self, name: str, params: dict[str, Any], **path_args: Any) -> models.Page[Any]:
-        route = ROUTES[name]
-        data = await self._send(Call(route.method, route.url(**path_args), query_params(params)))
-        return models.Page[route.model].model_validate(data)  # type: ignore[name-defined]
+    async def _page(self, name: str, params: dict[str, Any]) -> models.Page[Any]:
+        return read_page(name, await self._send(route_call(name, params)))
 
-    async def _walk(self, name: str, params: dict[str, Any]) -> AsyncIterator[Any]:
-        params = dict(params)
-        while True:
+    async def _walk(self, name: str, params: dict[str, Any] | None) -> AsyncIterator[Any]:
+        while params is not None:
             page = await self._page(name, params)
             for item in page.items:
                 yield item
-            if page.next_cursor is None:
-                return
-            params["cursor"] = page.next_cursor
+            params = next_params(params, page)
 
     # --- cards -----------------------------------------------------------------------------------
 

@@ -5,26 +5,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from cardcat_client import models
-from cardcat_client._core import USER_AGENT, Call, Core, Retry, ScanSource, Stats, query_params, scan_call
-from cardcat_client.errors import CardcatConnectionError
-from cardcat_client.routes import ROUTES, price_history_params
-
-M = TypeVar("M", bound=models.Model)
+from cardcat_client._base import ClientBase, next_params, read_one, read_page, route_call
+from cardcat_client._core import Call, Retry, ScanSource, scan_call
+from cardcat_client.routes import price_history_params
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
-    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return headers
-
-
-class CardcatClient:
+class CardcatClient(ClientBase[httpx.Client]):
     """The cardcat API from Python: typed models, every list walked over its cursor pages, errors as
     `CardcatError`, `429` and `5xx` retried (see `Core` for the bounds), conditional GETs by ETag.
 
@@ -32,34 +23,8 @@ class CardcatClient:
     Pass `http_client` to bring your own `httpx.Client` (proxies, event hooks); it is then yours to close.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        *,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        max_retry_wait: float = 60.0,
-        backoff_base: float = 0.5,
-        backoff_cap: float = 8.0,
-        etag_cache_size: int = 256,
-        http_client: httpx.Client | None = None,
-    ) -> None:
-        self._core = Core(
-            max_retries=max_retries,
-            max_retry_wait=max_retry_wait,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            etag_cache_size=etag_cache_size,
-        )
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.Client(timeout=timeout)
-        self._base_url = base_url.rstrip("/")
-        self._headers = _headers(api_key)
-
-    @property
-    def stats(self) -> Stats:
-        return self._core.stats
+    def _open(self, timeout: float) -> httpx.Client:
+        return httpx.Client(timeout=timeout)
 
     def close(self) -> None:
         if self._owns_http:
@@ -78,48 +43,29 @@ class CardcatClient:
     def _send(self, call: Call) -> Any:
         attempt = 0
         while True:
-            request = self._http.build_request(
-                call.method,
-                self._base_url + call.path,
-                params=call.params,
-                headers=self._headers,
-                files=call.files,
-                json=call.json,
-            )
-            self._core.prepare(request)
+            request = self._request(call)
             try:
                 response = self._http.send(request)
             except httpx.TransportError as exc:
-                retry = self._core.lost_connection(call, attempt)
-                if retry is None:
-                    raise CardcatConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
+                outcome = self._lost(call, attempt, exc)
             else:
                 outcome = self._core.settle(call, request, response, attempt)
-                if not isinstance(outcome, Retry):
-                    return outcome
-                retry = outcome
+            if not isinstance(outcome, Retry):
+                return outcome
             attempt += 1
-            self._core.stats.retries += 1
-            time.sleep(retry.wait)
+            time.sleep(self._retrying(outcome))
 
     def _one(self, name: str, params: dict[str, Any] | None = None, **path_args: Any) -> Any:
-        route = ROUTES[name]
-        data = self._send(Call(route.method, route.url(**path_args), query_params(params or {})))
-        return route.model.model_validate(data)
+        return read_one(name, self._send(route_call(name, params, **path_args)))
 
-    def _page(self, name: str, params: dict[str, Any], **path_args: Any) -> models.Page[Any]:
-        route = ROUTES[name]
-        data = self._send(Call(route.method, route.url(**path_args), query_params(params)))
-        return models.Page[route.model].model_validate(data)  # type: ignore[name-defined]
+    def _page(self, name: str, params: dict[str, Any]) -> models.Page[Any]:
+        return read_page(name, self._send(route_call(name, params)))
 
-    def _walk(self, name: str, params: dict[str, Any]) -> Iterator[Any]:
-        params = dict(params)
-        while True:
+    def _walk(self, name: str, params: dict[str, Any] | None) -> Iterator[Any]:
+        while params is not None:
             page = self._page(name, params)
             yield from page.items
-            if page.next_cursor is None:
-                return
-            params["cursor"] = page.next_cursor
+            params = next_params(params, page)
 
     # --- cards -----------------------------------------------------------------------------------
 
