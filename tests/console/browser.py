@@ -28,7 +28,7 @@ ARGS = [
 def chromium() -> Iterator[Any]:
     """The browser, or a skip saying why (a failure under CI=true, where setup installs it)."""
     if not CHROMIUM.exists():
-        unavailable(f"Chromium is not installed at {CHROMIUM} (bash .ci/setup installs Debian's chromium)")
+        unavailable(f"Chromium is not installed at {CHROMIUM} (bash .ci/test-tools installs Debian's chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
