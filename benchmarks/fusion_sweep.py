@@ -10,7 +10,7 @@ rates are printed and written to JSON.
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
         [--hard-bucket hard|hard-v1]   # training.synth's hard bucket (#13's, or the one before it)
         [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
-        [--grid print|sure|footer]   # which thresholds to sweep (GRIDS)
+        [--grid print|close|footer]   # which thresholds to sweep (GRIDS)
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tests.harness import REPO, SHARED_CATALOG, Service, create_database
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 20_000_000
-GRIDS = {
+GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
     # The print's and the footer's floors (the default grid, as docs/scanner.md's choices were made).
     "print": {
         "field_confidence": (0.5, 0.7),
@@ -46,11 +46,11 @@ GRIDS = {
         "footer_accept": (0.8, 0.9, 0.97),
         "footer_floor": (0.0, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5),
     },
-    # When a picture is sure enough of an artwork to answer its reprint group (#13), the rest at defaults.
-    "sure": {
-        "sure_similarity": (0.65, 0.7, 0.72, 0.75, 0.78, 0.8, 0.82, 0.85, 2.0),  # 2.0: never
-        "sure_margin": (0.02, 0.03, 0.05, 0.08, 0.1),
-        "accept_alone": (0.8, 0.85),
+    # With nothing legible, the similarity under which nothing "looked close" (`print_unreadable`) and
+    # at or above which the best artwork's reprints race (#43); chosen as the lowest keeping no-card
+    # false matches <= 0.5% on these photos (`choose_close`).
+    "close": {
+        "close_similarity": (0.5, 0.55, 0.6, 0.62, 0.64, 0.66, 0.68, 0.7, 0.72, 0.74, 0.76, 0.78, 0.8, 0.85),
     },
     # The footer's two floors, answering one reprint alone and ordering a race (chosen for a reader trained
     # on #13's photos, which was not shipped: docs/hard-photos.md).
@@ -115,6 +115,31 @@ def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[
     return out
 
 
+def best_similarity_quantiles(jobs: list[dict[str, Any]]) -> dict[str, float | int]:
+    """How close the picture's best hit came, over photos the detector found a quad in (the rest have no
+    hits, and no rule can answer them): what a no-card photo reaches bounds what "looked close" means."""
+    best = sorted(j["hits"][0][1] for j in jobs if j["hits"])
+    if not best:
+        return {"n": len(jobs), "with_hits": 0}
+    at = {q: best[min(len(best) - 1, int(q * len(best)))] for q in (0.5, 0.9, 0.99)}
+    return {"n": len(jobs), "with_hits": len(best), **{f"q{q}": round(v, 4) for q, v in at.items()}}
+
+
+def choose_close(rows: list[dict[str, Any]], bound: float = 0.005) -> dict[str, Any]:
+    """`close_similarity` among the settings whose no-card false matches stay <= `bound` (#43): the
+    highest that still answers as many hard photos right as the best of them (top-1 and true card among
+    the matches, both artwork splits). Lower bounds answer more from fainter pictures; when the no-card
+    photos never get near enough to tell bounds apart (the detector finds no quad in them), nothing
+    here says a lower one is safe, so the highest that loses nothing is kept."""
+    allowed = [r for r in rows if r["nocard_false"] <= bound]
+    keys = [k for k in allowed[0] if k.startswith("hard.")]
+    best = {k: max(r[k] for r in allowed) for k in keys}
+    full = [r for r in allowed if all(r[k] >= best[k] for k in keys)]
+    row = max(full, key=lambda r: r["thresholds"]["close_similarity"])
+    rule = f"highest close_similarity with nocard_false <= {bound} and every hard figure at its best"
+    return {"rule": rule, **row}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--standard", type=int, default=300)
@@ -168,7 +193,14 @@ def main() -> int:
         cells = [f"{v:.2f}" for v in row["thresholds"].values()] + [f"{row[k]:.3f}" for k in keys]
         print(" | ".join(cells))
     default = {f.name: f.default for f in dataclasses.fields(Thresholds) if f.name in grid}
-    report = {"default": default, "seed_base": SEED_BASE, "grid": args.grid, "rows": rows}
+    report: dict[str, Any] = {"default": default, "seed_base": SEED_BASE, "grid": args.grid, "rows": rows}
+    report["command"] = " ".join(["benchmarks/fusion_sweep.py", *sys.argv[1:]])
+    report["photos"] = dict(Counter(f"{j['kind']}.{j.get('artwork', '-')}" for j in jobs))
+    report["nocard_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["kind"] == "nocard"])
+    report["card_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["kind"] != "nocard"])
+    if args.grid == "close":
+        report["chosen"] = choose_close(rows)
+        print(f"chosen: {report['chosen']}")
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -5,6 +5,12 @@ ranks the rest; anything read that matches no catalog card is discarded; an unre
 picture to decide alone. Reprints share their artwork, so the picture cannot tell them apart: the
 printed number and set code do. The answer is one confident match, up to five in a close race, or
 `unidentified` — never a guessed list.
+
+With nothing legible (#43, spec rules 2 and 4): `print_unreadable` only when nothing looked close, that is
+the best card scores under what photos with no card in them reach (`Thresholds.close_similarity`);
+otherwise the best artwork's reprints race (up to five, best first). A lone answer needs the print (or the
+footer's odds) to back it, or a unique artwork the picture is sure of (`accept` with `margin`): a picture
+score like 0.86 with nothing read is a race, never one card.
 """
 
 from __future__ import annotations
@@ -82,16 +88,16 @@ class Thresholds:
     wrong answers of 0.5 and 0.8 and read the most reprints right; the cosine cut-offs moved nothing."""
 
     field_confidence: float = 0.7  # a field read below this is treated as unread
-    min_similarity: float = 0.80  # below this nothing "looks close"
+    min_similarity: float = 0.80  # with a legible print: below this no card it names "looks close"
     accept: float = 0.95  # picture alone: accept one card at or above this...
     margin: float = 0.03  # ...when the next different artwork is at least this far below
     accept_with_print: float = 0.82  # a card the print singles out needs only this much similarity
     race_window: float = 0.05  # a close race holds candidates within this of the best
-    # A card with no other within the race window is answered alone at this similarity; below it the
-    # photo is unidentified. Chosen on validation photos (benchmarks/fusion_sweep.py): with the first
-    # embedder lone cards were wrong at 0.81 and 0.86 (0.89 then); with the GPU-trained one and the v5
-    # detector no lone card was wrong at any level in 900 card photos, and 0.85 answered 3 more hard
-    # ones right than 0.89 did.
+    # With a legible print, a card with no other within the race window is answered alone at this
+    # similarity; below it the photo is unidentified. Chosen on validation photos
+    # (benchmarks/fusion_sweep.py): with the first embedder lone cards were wrong at 0.81 and 0.86 (0.89
+    # then). With nothing legible it no longer applies (#43): a lone answer then needs `accept` and
+    # `margin` on a unique artwork (xy11-25 was answered alone as another artwork at 0.862).
     accept_alone: float = 0.85
     # Reprints of one artwork are told apart by each one's footer line scored against the crop (CTC): the
     # likeliest wins alone with this share of the group's probability...
@@ -108,15 +114,14 @@ class Thresholds:
     # one alone (the race holds the same cards either way): 0.03, 0.1 and 0.2 measured the same on the
     # validation photos above; 0.0 and 0.01 ordered hard reprints worse (top-1 76.5-82.5% vs 83.5%).
     footer_order_floor: float = 0.03
-    # The picture is sure of one artwork when its best card scores at least `sure_similarity` and every
-    # other artwork is at least `sure_margin` below it. Then a photo the rules above leave
-    # `print_unreadable` is answered with that artwork's reprint group as a race (#13); a unique artwork
-    # still needs `accept_alone` (validation photos were wrong alone at 0.80-0.84 with margins to 0.13).
-    # Chosen on validation photos (benchmarks/fusion_sweep.py --grid sure, both hard buckets;
-    # docs/hard-photos.md#fusion): 0.70-0.78 with 0.03 put the most true cards among the matches; 0.80
-    # and up lost hard-v1's, a wider margin lost some of each, lower similarities only added wrong races.
-    sure_similarity: float = 0.78
-    sure_margin: float = 0.03
+    # With nothing legible, "nothing looked close" (spec rule 4: `print_unreadable`) means the best card
+    # scores under this, about what photos with no card in them reach; at or above it the best artwork's
+    # reprints race (#43). Chosen on validation photos of training.synth only (seeds 20,000,000+, apart
+    # from every benchmark's): `benchmarks/fusion_sweep.py --grid close --standard 0 --hard 150 --nocard
+    # 500` (results/fusion_sweep_close.json, docs/hard-photos.md#the-close-bound): no no-card photo
+    # matched at any bound from 0.50 to 0.85 (the detector found no quad in any), and every bound up to
+    # 0.78 answered the 150 hard photos equally well (0.80 lost one); the highest of those is kept.
+    close_similarity: float = 0.78
 
 
 @dataclass
@@ -291,16 +296,7 @@ def decide(
     similar: Mapping[str, float], read: Read | None, table: PrintTable, t: Thresholds | None = None
 ) -> Decision:
     """`similar`: candidate card id -> cosine similarity of the photo to its face (best orientation)."""
-    t = t or Thresholds()
-    decision = _decide(similar, read, table, t)
-    if decision.reason == "print_unreadable":
-        # Nothing legible and nothing close enough by the rules above, but a picture that knows the artwork
-        # can still name its reprint group (#13): a race, never a guess at one printing.
-        candidates = {card_id: sim for card_id, sim in similar.items() if card_id in table.cards}
-        sure = sure_artwork(candidates, table, t)
-        if sure is not None and len(table.by_artwork[sure[0]]) > 1:
-            return _group_race(sure, candidates, read, table, t, decision.details)
-    return decision
+    return _decide(similar, read, table, t or Thresholds())
 
 
 def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, t: Thresholds) -> Decision:
@@ -337,7 +333,7 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
             if not any(table.cards[cid].artwork == artwork for cid, sim in pool if sim >= t.min_similarity):
                 picture.details["discarded_print"] = details
                 return picture
-    if not pool or best_sim < t.min_similarity:
+    if not pool or best_sim < (t.min_similarity if legible else t.close_similarity):
         return _unidentified(legible, details)
     top = table.cards[pool[0][0]]
     same_art = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork == top.artwork]
@@ -358,10 +354,13 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
         # order of their footers' odds.
         pool = [(cid, best_sim if cid in odds else sim) for cid, sim in pool]
         pool.sort(key=lambda item: (-item[1], -odds.get(item[0], 0.0), item[0]))
+    if not legible:
+        return _unread_answer(top.artwork, best_sim, margin, pool, read, candidates, table, t, details)
+    # From here on the print is legible: it backs a lone answer at `accept_with_print`.
     single = len(same_art) == 1 and (
-        (legible and best_sim >= t.accept_with_print) or (best_sim >= t.accept and margin >= t.margin)
+        best_sim >= t.accept_with_print or (best_sim >= t.accept and margin >= t.margin)
     )
-    if single and legible and (siblings := near_siblings(top, printed, table)):
+    if single and (siblings := near_siblings(top, printed, table)):
         # The print names one reprint, but a glyph misread would name another of the same artwork (me01-171
         # read as me01-121): the print does not back a lone answer, and the footer's odds did not either
         # (they answer alone above). A race of those reprints, the one read first.
@@ -372,42 +371,13 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
     if single:
         return Decision(matches=[(top.id, _score(best_sim))], details=details)
     race = [(cid, sim) for cid, sim in pool if sim >= best_sim - t.race_window][:MAX_MATCHES]
-    if (footer is None or not footer.sure) and len(reprints) > MAX_MATCHES and not legible:
-        # The best artwork has more reprints than a race may hold, and its footer is too faint to answer
-        # from: whatever else is legible chooses its five (`reprint_order`), each at the artwork's similarity.
-        race = [(card.id, best_sim) for card in reprint_order(reprints, read, candidates, table)][
-            :MAX_MATCHES
-        ]
     if len(race) < 2:
-        # One card alone is not a race: it is answered when the picture is close enough to stand alone,
-        # and otherwise nothing is (a single match claims a confidence it would lack).
+        # One card alone is not a race: with the print legible it is answered when the picture is close
+        # enough to stand alone, and otherwise nothing is (a single match claims a confidence it would lack).
         if best_sim >= t.accept_alone:
             return Decision(matches=[(top.id, _score(best_sim))], details=details)
         return _unidentified(legible, details)
     return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
-
-
-def artwork_similarity(candidates: Mapping[str, float], table: PrintTable) -> list[tuple[str, float]]:
-    """Each artwork's best similarity among `candidates`, best first: to the picture, reprints are one."""
-    best: dict[str, float] = {}
-    for card_id, sim in candidates.items():
-        artwork = table.cards[card_id].artwork
-        best[artwork] = max(sim, best.get(artwork, -math.inf))
-    return sorted(best.items(), key=lambda item: (-item[1], item[0]))
-
-
-def sure_artwork(
-    candidates: Mapping[str, float], table: PrintTable, t: Thresholds
-) -> tuple[str, float, float] | None:
-    """(artwork, similarity, margin) when the picture alone is sure of one artwork: its best card scores
-    `sure_similarity` and the next artwork is `sure_margin` below. The reprints of that artwork cannot be
-    told apart by the picture, so this says which artwork, never which printing."""
-    ranked = artwork_similarity(candidates, table)
-    if not ranked:
-        return None
-    artwork, sim = ranked[0]
-    margin = sim - (ranked[1][1] if len(ranked) > 1 else 0.0)
-    return (artwork, sim, margin) if sim >= t.sure_similarity and margin >= t.sure_margin else None
 
 
 def picture_answer(
@@ -435,32 +405,50 @@ def picture_answer(
     return picture
 
 
-def _group_race(
-    sure: tuple[str, float, float],
-    candidates: Mapping[str, float],
+def _unread_answer(
+    artwork: str,
+    best_sim: float,
+    margin: float,
+    pool: list[tuple[str, float]],
     read: Read | None,
+    candidates: Mapping[str, float],
     table: PrintTable,
     t: Thresholds,
     details: dict[str, Any],
 ) -> Decision:
-    """No legible print, but a picture sure of one reprinted artwork: up to five of its reprints as a race,
-    ordered by `reprint_order` (or by the footer's odds where they count), all at the artwork's
-    similarity. Never one of them alone: below `accept_with_print` not even the footer's odds single one
-    out (the rules before this already answer alone whatever they can)."""
-    artwork, sim, margin = sure
+    """Nothing legible, the footer's odds single out no reprint, and the picture is closer than photos
+    with no card get (`close_similarity`): spec rule 2 leaves similarity to decide alone, less sharply.
+
+    A unique artwork the picture is sure of (`accept`, `margin` over every other artwork) is answered
+    alone. Otherwise a race: the best artwork's reprints first (to the picture they are one card, so each
+    at the artwork's similarity; up to five, ordered by the footer's odds where they count, else
+    `reprint_order`), then other cards within `race_window` (look-alike artworks). A unique artwork with
+    no other card that close races with the picture's next best card: one card alone would claim a
+    confidence the picture lacks (#43: xy11-25 answered alone as another artwork at 0.862), and
+    `print_unreadable` would say nothing looked close when something did."""
     group = [table.cards[card_id] for card_id in table.by_artwork[artwork]]
-    details.update(best_similarity=round(sim, 4), margin=round(margin, 4), same_artwork=len(group))
-    details["sure_artwork"] = artwork
-    footer = footer_odds(group, read.footer_scores if read else {}, t)
+    details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(group))
+    if len(group) == 1 and best_sim >= t.accept and margin >= t.margin:
+        return Decision(matches=[(group[0].id, _score(best_sim))], details=details)
+    details["race_artwork"] = artwork
+    footer = footer_odds(group, read.footer_scores if read else {}, t) if len(group) > 1 else None
     if footer is not None and (footer.sure or len(group) <= MAX_MATCHES):
         # Faint odds only order a group that fits in the race; choosing five of a larger one is
-        # `reprint_order`'s, as in `_decide`.
+        # `reprint_order`'s (#13).
         odds = footer.posterior
         details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
         group.sort(key=lambda card: (-odds[card.id], -candidates.get(card.id, 0.0), card.id))
     else:
         group = reprint_order(group, read, candidates, table)
-    return Decision(matches=[(card.id, _score(sim)) for card in group[:MAX_MATCHES]], details=details)
+    race = [(card.id, best_sim) for card in group[:MAX_MATCHES]]
+    others = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork != artwork]
+    race += [(cid, sim) for cid, sim in others if sim >= best_sim - t.race_window][: MAX_MATCHES - len(race)]
+    if len(race) < 2 and others:
+        details["nearest_rival"] = others[0][0]
+        race.append(others[0])
+    if len(race) < 2:
+        return _unidentified(False, details)
+    return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
 
 
 def reprint_order(
