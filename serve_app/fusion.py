@@ -434,10 +434,12 @@ def _unread_answer(
     footer = footer_odds(group, read.footer_scores if read else {}, t) if len(group) > 1 else None
     if footer is not None and (footer.sure or len(group) <= MAX_MATCHES):
         # Faint odds only order a group that fits in the race; choosing five of a larger one is
-        # `reprint_order`'s (#13).
+        # `reprint_order`'s (#13). The reprints the search found within the race window go first: those
+        # it left out differ from the photo in frame or set symbol (xyp-XY28 against its set reprints).
         odds = footer.posterior
         details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
-        group.sort(key=lambda card: (-odds[card.id], -candidates.get(card.id, 0.0), card.id))
+        near = {cid for cid, sim in candidates.items() if sim >= best_sim - t.race_window}
+        group.sort(key=lambda c: (c.id not in near, -odds[c.id], -candidates.get(c.id, 0.0), c.id))
     else:
         group = reprint_order(group, read, candidates, table)
     race = [(card.id, best_sim) for card in group[:MAX_MATCHES]]
