@@ -173,6 +173,7 @@ async def send_all(base_url: str, key: str, jobs: list[dict[str, Any]], concurre
                 job["matches"] = []
             else:
                 job["matches"] = [m["card"]["id"] for m in body["data"]["matches"]]
+                job["scores"] = [m["score"] for m in body["data"]["matches"]]
                 job["reason"] = (body["data"]["unidentified"] or {}).get("reason")
             done += 1
             if done % 100 == 0:
@@ -316,6 +317,7 @@ def main() -> int:
                 "card_id",
                 "seed",
                 "matches",
+                "scores",
                 "reason",
                 "miss",
                 "corner_err_pct",

@@ -96,8 +96,11 @@ class Thresholds:
     # With a legible print, a card with no other within the race window is answered alone at this
     # similarity; below it the photo is unidentified. Chosen on validation photos
     # (benchmarks/fusion_sweep.py): with the first embedder lone cards were wrong at 0.81 and 0.86 (0.89
-    # then). With nothing legible it no longer applies (#43): a lone answer then needs `accept` and
-    # `margin` on a unique artwork (xy11-25 was answered alone as another artwork at 0.862).
+    # then). With nothing legible (#43) a lone answer needs `accept` and `margin` on a unique artwork
+    # (xy11-25 was answered alone as another artwork at 0.862); from this similarity up such a card races
+    # with the picture's next best card instead, and under it nothing is answered. On the validation
+    # photos of `close_similarity` below, every such race was at >= 0.87 with the true card first; none
+    # fell between 0.78 and 0.85, so nothing says answering there is right.
     accept_alone: float = 0.85
     # Reprints of one artwork are told apart by each one's footer line scored against the crop (CTC): the
     # likeliest wins alone with this share of the group's probability...
@@ -423,9 +426,9 @@ def _unread_answer(
     alone. Otherwise a race: the best artwork's reprints first (to the picture they are one card, so each
     at the artwork's similarity; up to five, ordered by the footer's odds where they count, else
     `reprint_order`), then other cards within `race_window` (look-alike artworks). A unique artwork with
-    no other card that close races with the picture's next best card: one card alone would claim a
-    confidence the picture lacks (#43: xy11-25 answered alone as another artwork at 0.862), and
-    `print_unreadable` would say nothing looked close when something did."""
+    no other card that close races with the picture's next best card from `accept_alone` up (one card
+    alone would claim a confidence the picture lacks: #43's xy11-25 answered alone as another artwork at
+    0.862), and below it is `print_unreadable`: a race with a card far behind would be a guessed list."""
     group = [table.cards[card_id] for card_id in table.by_artwork[artwork]]
     details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(group))
     if len(group) == 1 and best_sim >= t.accept and margin >= t.margin:
@@ -445,7 +448,7 @@ def _unread_answer(
     race = [(card.id, best_sim) for card in group[:MAX_MATCHES]]
     others = [(cid, sim) for cid, sim in pool if table.cards[cid].artwork != artwork]
     race += [(cid, sim) for cid, sim in others if sim >= best_sim - t.race_window][: MAX_MATCHES - len(race)]
-    if len(race) < 2 and others:
+    if len(race) < 2 and others and best_sim >= t.accept_alone:
         details["nearest_rival"] = others[0][0]
         race.append(others[0])
     if len(race) < 2:
