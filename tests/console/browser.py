@@ -26,9 +26,9 @@ ARGS = [
 
 @contextmanager
 def chromium() -> Iterator[Any]:
-    """The browser, or a skip saying why (a failure under CI=true, where setup installs it)."""
+    """The browser, or a skip saying why (a failure under CI=true, where .ci/test-tools installs it)."""
     if not CHROMIUM.exists():
-        unavailable(f"Chromium is not installed at {CHROMIUM} (bash .ci/test-tools installs Debian's chromium)")
+        unavailable(f"Chromium is not installed at {CHROMIUM} (.ci/test-tools installs it)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
