@@ -22,7 +22,7 @@ from catalog_api.access.gate import is_v1
 from catalog_api.kit.cache import ResponseCache
 from catalog_api.kit.envelope import conditional_response, data_response, envelope_body, etag_of
 from catalog_api.kit.pagination import CursorCodec
-from catalog_api.kit.routes import flat_routes
+from catalog_api.kit.routes import app_routes
 from catalog_api.kit.settings import Settings
 
 # Scope key of the route `RouteQueries.names` matched for a request (before the router does).
@@ -41,7 +41,6 @@ class RouteQueries:
     MEMO_PATH_CHARS = 256
 
     def __init__(self) -> None:
-        self._routes: list[Any] | None = None  # the app's routes, flattened on the first request
         self._declared: dict[int, frozenset[str]] = {}
         self._by_path: dict[str, Any] = {}
 
@@ -64,10 +63,7 @@ class RouteQueries:
         memo = scope["method"] == "GET" and len(path) <= self.MEMO_PATH_CHARS
         if memo and path in self._by_path:
             return self._by_path[path]
-        if self._routes is None:
-            router = getattr(scope.get("app"), "router", None)
-            self._routes = flat_routes(getattr(router, "routes", ()))
-        route = next((r for r in self._routes if r.matches(scope)[0] == Match.FULL), None)
+        route = next((r for r in app_routes(scope) if r.matches(scope)[0] == Match.FULL), None)
         if memo:
             if len(self._by_path) >= self.MEMO_PATHS:
                 self._by_path.clear()

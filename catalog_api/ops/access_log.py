@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from catalog_api.access.keys import bearer_token
 from catalog_api.deps import MATCHED_ROUTE
 from catalog_api.kit.metrics import UNMATCHED_ROUTE
-from catalog_api.kit.routes import flat_routes
+from catalog_api.kit.routes import app_routes
 from catalog_api.ops.http_metrics import METHODS, route_template
 
 LOGGER = "cardcat.access"
@@ -64,13 +64,9 @@ def access_line(method: str, route: str, status: int, key: str | None, latency_s
 class AccessLog:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._routes: list[Any] | None = None  # the app's routes, flattened on the first request
 
     def routes(self, scope: Scope) -> list[Any]:
-        if self._routes is None:
-            router = getattr(scope.get("app"), "router", None)
-            self._routes = flat_routes(getattr(router, "routes", ()))
-        return self._routes
+        return app_routes(scope)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not log.isEnabledFor(logging.INFO):

@@ -17,7 +17,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.kit.metrics import HTTP_LATENCY, HTTP_REQUESTS, UNMATCHED_ROUTE
-from catalog_api.kit.routes import flat_routes
+from catalog_api.kit.routes import app_routes
 
 # Methods are few, but a client can send any token: others are counted as `other`.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -43,13 +43,9 @@ def _template(route: Any) -> str:
 class HttpMetrics:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._routes: list[Any] | None = None  # the app's routes, flattened on the first request
 
     def routes(self, scope: Scope) -> list[Any]:
-        if self._routes is None:
-            router = getattr(scope.get("app"), "router", None)
-            self._routes = flat_routes(getattr(router, "routes", ()))
-        return self._routes
+        return app_routes(scope)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
