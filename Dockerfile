@@ -24,11 +24,13 @@ WORKDIR /src
 COPY requirements.lock ./
 RUN python -m pip wheel --no-cache-dir --require-hashes --wheel-dir /wheels -r requirements.lock
 COPY pyproject.toml README.md ./
+COPY core core
 COPY catalog_api catalog_api
 COPY serve_app serve_app
 COPY models/*.py models/
 COPY training training
 COPY deploy deploy
+COPY cardcat cardcat
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels/project .
 
 FROM ${PYTHON_IMAGE}

@@ -58,7 +58,7 @@ CATALOG = Path("/work/shared/catalog")
 ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 HOST = "127.0.0.1"  # the load generator targets loopback only
 RATE_LIMIT = 100_000_000
-CLI = [sys.executable, "-m", "catalog_api.cli"]
+CLI = [sys.executable, "-m", "cardcat.cli"]
 TARGETS = {
     "page50_vs_ceiling": 0.5,
     "revalidate304_vs_ceiling": 0.8,

@@ -1,7 +1,7 @@
 """Faults under load: what clients see while a part of the service fails, as a table and JSON.
 
 Each fault is staged on real servers (the shared PostgreSQL and Redis are never touched: the ones taken
-down are private, tests/outages.py) while closed-loop clients keep calling over keep-alive connections:
+down are private, cardcat/outages.py) while closed-loop clients keep calling over keep-alive connections:
 
 - `replicas`: the scanner's Reader replica, then its Detector, SIGKILLed during scans (3 expansions'
   index is not needed: one, swsh10tg);
@@ -40,10 +40,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.replicas import replica_pids, tg_photos
+from cardcat.outages import PrivatePostgres, PrivateRedis, TwoNodeCluster
+from cardcat.stack import REPO, Database, Service, launch_scanner
 from catalog_api.ingest.demo_catalog import write_demo_catalog
-from tests.harness import REPO, Database, Service, launch_scanner
-from tests.outages import PrivatePostgres, PrivateRedis, TwoNodeCluster
-from tests.serve_app.replicas import replica_pids, tg_photos
 
 FAULTS = ("replicas", "postgres", "postgres-nocache", "redis", "node")
 SEED = 24_000_000

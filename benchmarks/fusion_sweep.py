@@ -28,11 +28,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` when run as a script
 
+from cardcat.stack import REPO, SHARED_CATALOG, Service, create_database
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from serve_app.fusion import PrintTable, Read, Thresholds, better_turn, decide, footer_candidates
-from tests.harness import REPO, SHARED_CATALOG, Service, create_database
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 20_000_000

@@ -30,7 +30,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.harness import REDIS_URL, REPO, launch, require_redis
+from cardcat.stack import REDIS_URL, REPO, launch, require_redis
 
 REAL_KEYS = 8
 

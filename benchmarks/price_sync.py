@@ -28,10 +28,10 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` when run as a script
 
+from cardcat.stack import SHARED, SHARED_CATALOG, Service, create_database, require_shared
 from catalog_api.ingest.feed import feed_path, read_jsonl
-from tests.harness import SHARED, SHARED_CATALOG, Service, create_database, require_shared
 
 CACHE = Path.home() / ".cache" / "cardcat" / "market"
 START = "2026-08-01"

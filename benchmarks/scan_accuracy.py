@@ -37,11 +37,11 @@ import httpx
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` when run as a script
 
 from benchmarks import host
+from cardcat.stack import REPO, SHARED_CATALOG, launch_scanner
 from catalog_api.ingest.feed import feed_path, read_jsonl
-from tests.harness import REPO, SHARED_CATALOG, launch_scanner
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 # One key sends every photo: the 300/60 s budget would answer most of them 429.

@@ -56,6 +56,7 @@ from benchmarks.scan_load import (
     memory_kib,
     process_tree,
 )
+from cardcat.stack import SHARED_CATALOG, Service, create_database, write_subset_feed
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import FACE_SIZE
 from serve_app.app import BATCH_WAIT_S, FACES_HELD, Detector, Embedder, Reader, _set_batching, build_app
@@ -63,7 +64,6 @@ from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Read
 from serve_app.local import APP_NAME, SERVE_PACE, start_ray
 from serve_app.stages import Face
-from tests.harness import SHARED_CATALOG, Service, create_database, write_subset_feed
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 14_000_000  # scan_load.py's photos

@@ -54,8 +54,8 @@ def prepare(out: Path, count: int, size: str, only: list[str] | None = None) -> 
     SQLite deployment); `out/photos/*.jpg` + `out/photos.json`: phone photos of random indexed cards, as
     scan_load makes them."""
     from benchmarks.scan_load import make_photos
+    from cardcat.stack import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
     from catalog_api.ingest.feed import feed_path, read_jsonl
-    from tests.harness import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
     from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
     require_shared()

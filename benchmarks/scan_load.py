@@ -47,13 +47,13 @@ import httpx
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.harness` when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` when run as a script
 
 from benchmarks import host
+from benchmarks.metrics_text import Scrape
+from cardcat.stack import REPO, SHARED_CATALOG, launch_scanner
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from catalog_api.kit.metrics import SCAN_STAGES
-from tests.harness import REPO, SHARED_CATALOG, launch_scanner
-from tests.metrics_text import Scrape
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 # One key sends every photo: the 300/60 s budget would answer most of them 429.
@@ -178,7 +178,7 @@ def role(pid: int) -> str:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "gone"
-    if "catalog_api.cli" in cmdline:
+    if "cardcat.cli" in cmdline:
         return "ingress (uvicorn)"
     return next((name for name in ROLES if name in cmdline), "other Ray daemons")
 

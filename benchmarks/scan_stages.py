@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import host
 from benchmarks.scan_load import SIZES
-from tests.harness import REPO, SHARED_CATALOG
+from cardcat.stack import REPO, SHARED_CATALOG
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 15_000_000

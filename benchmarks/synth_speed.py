@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.scan_load import SIZES
-from tests.harness import REPO, SHARED_CATALOG
+from cardcat.stack import REPO, SHARED_CATALOG
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 16_000_000

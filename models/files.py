@@ -1,6 +1,6 @@
 """Directories replaced whole: readers (the Embedder replica's index watcher) see the old tree or the new
 one, never a half-written one. Both the index writer (`models.index`) and the scanner's index build
-(`serve_app.indexing`) swap through here."""
+(`catalog_api.scan.indexing`) swap through here."""
 
 from __future__ import annotations
 

@@ -43,11 +43,12 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from catalog_api.kit.errors import PayloadTooLarge
-from catalog_api.kit.photo import MAX_IMAGE_BYTES
-from catalog_api.kit.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
+from core.devices import resolve_device
+from core.errors import PayloadTooLarge
+from core.photo import MAX_IMAGE_BYTES
+from core.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
 from models.geometry import half_turn
-from serve_app.config import ScanConfig, resolve_device
+from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Thresholds
 from serve_app.pipeline import DETECTOR, EMBEDDER, FACE_LOST, READER, SERVICE, Located, ScanPipeline
 from serve_app.stages import Face, locate_photos, search_faces

@@ -98,14 +98,6 @@ class ScanConfig:
         return asdict(self)
 
 
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def models_present(config: ScanConfig) -> list[str]:
     """The weight files and index parts that are missing (empty when the scanner can run)."""
     needed = [config.detector_weights, config.embedder_weights]

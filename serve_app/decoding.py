@@ -11,7 +11,7 @@ other JPEG by Pillow, which refuses truncated ones. Other formats (and JPEGs sti
 `WORK_MAX_SIDE` at 1/8) are decoded whole and shrunk at once, so each photo in a batch is held once, at
 working size. Bombs are refused from the header, before any pixel is allocated.
 
-The header check is `catalog_api.kit.photo` (the ingress runs `probe_image` before sending the photo on);
+The header check is `core.photo` (the ingress runs `probe_image` before sending the photo on);
 `decode_image` is the full-resolution decode (the tests compare with it).
 """
 
@@ -24,8 +24,8 @@ import cv2
 import numpy as np
 from PIL import Image, ImageOps
 
-from catalog_api.kit.errors import APIError, UnsupportedImage
-from catalog_api.kit.photo import DEFAULT_MAX_PIXELS, opened
+from core.errors import APIError, UnsupportedImage
+from core.photo import DEFAULT_MAX_PIXELS, opened
 
 DRAFT_MIN_SIDE = 1000  # a reduced JPEG decode keeps at least this long side
 WORK_MAX_SIDE = 2048  # anything larger after decoding is shrunk to this long side

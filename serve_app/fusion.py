@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
-from catalog_api.kit.cardtext import footer_line, normalize_number
-from catalog_api.kit.scan_contract import (
+from core.cardtext import footer_line, normalize_number
+from core.scan_contract import (
     PRINT_MATCHES_NOTHING,
     PRINT_UNREADABLE,
     ScanDecision,
@@ -135,7 +135,7 @@ class Decision:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> ScanDecision:
-        """The decision as the scan contract's answer (`catalog_api.kit.scan_contract`)."""
+        """The decision as the scan contract's answer (`core.scan_contract`)."""
         unidentified: Unidentified | None = None
         if self.reason is not None:
             unidentified = {"reason": self.reason, "message": self.message or ""}

@@ -2,7 +2,7 @@
 
 An index directory holds `index.faiss` + `meta.json` (the embeddings) and `cards.json` (each card's
 print, which fusion compares OCR reads with). A rebuild is written beside the live directory and swapped
-in by rename (`serve_app.indexing`). Reading the three files by path could mix two builds when a swap
+in by rename (`catalog_api.scan.indexing`). Reading the three files by path could mix two builds when a swap
 lands between two reads, so a bundle is read through one open handle on the directory: whatever is
 renamed meanwhile, the handle still names the build it was opened on. A build whose files vanish under
 the handle (the old directory deleted after a swap) is simply read again.

@@ -1,8 +1,8 @@
 """The `/v1` ingress's client for a scanner in its own Ray cluster: it composes each scan in the uvicorn
 worker (`serve_app.pipeline.ScanPipeline`) from DeploymentHandles to the app's Detector, Embedder and
 Reader. It lives in the scanner's layer because it runs the scanner's code; `cardcat serve` (the
-composition root) hands it to the app (`catalog_api.scan.client.open_scan_client`), whose retry rules and
-errors it shares.
+composition root) hands it to the app (`catalog_api.scan.client.open_scan_client`); both clients share
+their retry rules and errors through the scan contract (`core.scan_contract`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,15 @@ import logging
 import time
 from typing import cast
 
-from catalog_api.kit.scan_contract import ScanAnswer, ScanDecision, ScanRefusal, refusal_error
-from catalog_api.scan.client import ATTEMPTS, CALL_TIMEOUT_S, unavailable
+from core.scan_contract import (
+    ATTEMPTS,
+    CALL_TIMEOUT_S,
+    ScanAnswer,
+    ScanDecision,
+    ScanRefusal,
+    refusal_error,
+    unavailable,
+)
 from serve_app.fusion import Thresholds
 from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, ScanPipeline
 

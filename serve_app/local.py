@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from catalog_api.kit.photo import MAX_IMAGE_BYTES
+from core.photo import MAX_IMAGE_BYTES
 from serve_app.config import ScanConfig
 
 log = logging.getLogger("cardcat.scan")

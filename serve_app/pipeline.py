@@ -23,7 +23,7 @@ import numpy as np
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Histogram
 
-from catalog_api.kit.scan_contract import ScanAnswer, refusal
+from core.scan_contract import ScanAnswer, refusal
 from serve_app.fusion import (
     Decision,
     PrintTable,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from catalog_api.kit.errors import APIError
+from core.errors import APIError
 from models.geometry import half_turn, rectify, shrink
 from serve_app.decoding import decode_photo, decode_photos_tensor
 from serve_app.fusion import Hits

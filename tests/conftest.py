@@ -1,5 +1,5 @@
 """Real things only: a real PostgreSQL (and SQLite), real Redis, the real server over loopback HTTP,
-data loaded through the real `cardcat` CLI (see tests/harness.py).
+data loaded through the real `cardcat` CLI (see cardcat/stack.py).
 
 PostgreSQL and Redis default to 127.0.0.1 (override with CARDCAT_TEST_POSTGRES_URL / CARDCAT_TEST_REDIS_URL).
 Where they are missing, their tests skip saying why; with CI=true they fail instead.
@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.harness import (  # noqa: F401  (re-exported for the test modules)
+from cardcat.stack import (  # noqa: F401  (re-exported for the test modules)
     IN_CI,
     REDIS_URL,
     REPO,
@@ -24,11 +24,37 @@ from tests.harness import (  # noqa: F401  (re-exported for the test modules)
     SHARED_CATALOG,
     SUBSET,
     Service,
+    SharedMissing,
+    StackUnavailable,
     launch,
     require_redis,
     require_shared,
     write_subset_feed,
 )
+
+
+def _skip_or_fail(exc: StackUnavailable) -> None:
+    """What the stack could not find: a skip saying why, or under CI=true a failure (CI has everything
+    but ../shared, whose absence a clone is allowed)."""
+    if IN_CI and not isinstance(exc, SharedMissing):
+        pytest.fail(f"{exc} (CI=true requires it)")
+    pytest.skip(str(exc))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    try:
+        return (yield)
+    except StackUnavailable as exc:
+        _skip_or_fail(exc)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    try:
+        return (yield)
+    except StackUnavailable as exc:
+        _skip_or_fail(exc)
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from tests.harness import ServerThread
+from cardcat.stack import ServerThread
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
@@ -263,9 +263,9 @@ def intake_app(ca_file: str, timeout_s: float) -> Any:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    from catalog_api.kit.errors import APIError
     from catalog_api.scan.intake import read_scan_upload
     from catalog_api.scan.url_fetch import FetchPolicy
+    from core.errors import APIError
 
     policy = FetchPolicy(
         timeout_s=timeout_s, allowed_networks=(ipaddress.ip_network("127.0.0.1/32"),), ca_file=ca_file

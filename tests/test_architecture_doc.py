@@ -9,6 +9,7 @@ the page's tables and its "Module size" section and compare them with the files:
   (`catalog_api/<room>/*.py` but `__init__.py`) is listed in its row, and every file listed exists;
 - the top-level modules of `catalog_api/` are named under the table;
 - the scanner's table lists every module of `models/` and `serve_app/`, and only modules that exist;
+- the Layers section names every module of `core/` and of the composition root, `cardcat/`;
 - every module of `catalog_api/`, `serve_app/` and `models/` above the section's threshold is named in
   it, and every size it states (`path` (~N ...) is within 20% of the file's line count.
 """
@@ -107,6 +108,27 @@ def scanner_problems(doc: str, root: Path = REPO) -> list[str]:
     return problems
 
 
+def layer_problems(doc: str, root: Path = REPO) -> list[str]:
+    """Every module of `core/` and `cardcat/` named in the Layers section (as `core/x.py`, or inside
+    `cardcat/cli/` as its bare file name), and every one named there exists."""
+    text = re.sub(r"```.*?```", "", section(doc, "## Layers"), flags=re.DOTALL)  # the fence is not a span
+    spans = set(SPAN.findall(text))
+    problems = [
+        f"{span} is named in Layers but does not exist"
+        for span in sorted(spans)
+        if span.startswith(("core/", "cardcat/")) and span.endswith(".py") and not (root / span).exists()
+    ]
+    for package in ("core", "cardcat"):
+        for path in sorted((root / package).rglob("*.py")):
+            name = str(path.relative_to(root))
+            if path.name == "__init__.py" and path.parent.name == package:
+                continue
+            in_cli = path.parent.name == "cli" and path.name in spans
+            if name not in spans and not in_cli:
+                problems.append(f"{name} is not named in the Layers section")
+    return problems
+
+
 def resolve(span: str, root: Path) -> Path | None:
     for base in (root, root / "catalog_api"):
         if (base / span).is_file():
@@ -143,7 +165,7 @@ def size_problems(doc: str, root: Path = REPO) -> list[str]:
 
 
 def all_problems(doc: str) -> list[str]:
-    return room_problems(doc) + scanner_problems(doc) + size_problems(doc)
+    return room_problems(doc) + scanner_problems(doc) + layer_problems(doc) + size_problems(doc)
 
 
 def test_architecture_doc_matches_the_code() -> None:
@@ -172,6 +194,7 @@ def test_a_stale_page_is_caught() -> None:
         .replace("`deps.py` (the", "the (the")
         .replace("| `serve_app/ingress.py` |", "| ingress |")
         .replace("above 450 lines", "above 350 lines")
+        .replace("`core/devices.py` (what", "devices (what")
     )
     problems = all_problems(stale)
     expected = [
@@ -181,6 +204,7 @@ def test_a_stale_page_is_caught() -> None:
         "catalog_api/deps.py is not named among the top-level modules",
         "serve_app/ingress.py is not listed in the scanner's table",
         "above 350, and the Module size section does not name it",
+        "core/devices.py is not named in the Layers section",
     ]
     for words in expected:
         assert any(words in problem for problem in problems), (words, problems)

@@ -1,9 +1,12 @@
-"""The import rule of the repository, checked from the source: no circles, and no upward imports.
+"""The import rule of the repository, checked from the source: no circles, and no arrow back down-up.
 
-Layers, lowest first: `models` < `catalog_api` < `serve_app` < `training` < `deploy`. A module may import
-its own layer and the ones below; only the composition root, `catalog_api/cli/`, may import every layer
-(it starts the scanner, the ingress and the deliverer). Inside `catalog_api`, the `kit/` imports no
-room. Inside each package, its rooms (sub-packages and top modules: `catalog_api.catalog`,
+Layers, lowest first: `core` < `models` < {`catalog_api`, `serve_app`} < `training` < `deploy` <
+`cardcat` < `benchmarks` < `tests`. A module may import its own package and the layers below it;
+packages on one tier are siblings and import neither each other (the catalog API and the scanner meet
+only in `core`, the typed scan contract, and in `cardcat`, the composition root, which starts both).
+No package is exempt: the composition root is simply the top of the product, and `benchmarks` use the
+local stack from it, never a module of `tests`. Inside `catalog_api`, the `kit/` imports no room.
+Inside each package, its rooms (sub-packages and top modules: `catalog_api.catalog`,
 `catalog_api.deps`) import each other without circles either, and the shared rooms (SHARED_ROOMS)
 import no sibling room: a circle between rooms hides between modules that are each circle-free (a.x ->
 b.y, b.z -> a.w). Every import counts, also those inside functions and under `if TYPE_CHECKING:`: a
@@ -19,8 +22,18 @@ from itertools import pairwise
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LAYERS = ("models", "catalog_api", "serve_app", "training", "deploy")
-COMPOSITION_ROOT = "catalog_api.cli"
+# Each tier's packages; a package imports only its own and lower tiers'.
+TIERS: tuple[tuple[str, ...], ...] = (
+    ("core",),
+    ("models",),
+    ("catalog_api", "serve_app"),
+    ("training",),
+    ("deploy",),
+    ("cardcat",),
+    ("benchmarks",),
+    ("tests",),
+)
+LAYERS = tuple(package for tier in TIERS for package in tier)
 # Rooms every sibling may lean on, which therefore lean on no sibling.
 SHARED_ROOMS = ("catalog_api.kit",)
 
@@ -107,15 +120,15 @@ def cycles(graph: Graph) -> list[list[str]]:
     return found
 
 
-def upward(graph: Graph, layers: tuple[str, ...] = LAYERS, root: str = COMPOSITION_ROOT) -> list[str]:
-    """Every `importer -> imported` edge that reaches a higher layer, outside the composition root."""
-    rank = {layer: position for position, layer in enumerate(layers)}
+def upward(graph: Graph, tiers: tuple[tuple[str, ...], ...] = TIERS) -> list[str]:
+    """Every `importer -> imported` edge that reaches a higher tier or a sibling package of its own tier."""
+    rank = {package: position for position, tier in enumerate(tiers) for package in tier}
     bad = []
     for importer, targets in graph.items():
-        if importer == root or importer.startswith(root + "."):
-            continue
+        source = importer.split(".")[0]
         for target in targets:
-            if rank[target.split(".")[0]] > rank[importer.split(".")[0]]:
+            goal = target.split(".")[0]
+            if goal != source and rank[goal] >= rank[source]:
                 bad.append(f"{importer} -> {target}")
     return sorted(bad)
 
@@ -200,21 +213,32 @@ def test_the_check_sees_imports_inside_functions_and_relative_ones(tmp_path: Pat
     assert cycles(graph) == [["models.a", "models.b"]]
 
 
-def test_the_check_fails_on_a_circle_and_an_upward_import() -> None:
+def test_the_check_fails_on_a_circle_an_upward_import_and_a_sibling_import() -> None:
     fake = {
         "models.net": {"catalog_api.kit.settings"},  # upward
-        "catalog_api.kit.settings": set(),
+        "catalog_api.kit.settings": {"core.errors"},
+        "core.errors": set(),
         "catalog_api.prices.sync": {"catalog_api.events.outbox"},
         "catalog_api.events.outbox": {"catalog_api.catalog.repository"},
         "catalog_api.catalog.repository": {"catalog_api.prices.sync"},  # closes a circle of three
-        "catalog_api.cli.serve": {"serve_app.local", "training.renders"},  # the composition root may
+        "serve_app.indexing": {"catalog_api.scan.card_rows", "models.net"},  # a sibling: not allowed
+        "catalog_api.scan.card_rows": set(),
+        "cardcat.cli.serve": {"serve_app.local", "training.renders"},  # the top may import what is below
         "serve_app.local": set(),
         "training.renders": set(),
+        "benchmarks.faults": {"cardcat.stack", "tests.outages"},  # benchmarks sit under tests
+        "cardcat.stack": set(),
+        "tests.outages": {"benchmarks.faults"},
     }
     assert cycles(fake) == [
-        ["catalog_api.catalog.repository", "catalog_api.events.outbox", "catalog_api.prices.sync"]
+        ["benchmarks.faults", "tests.outages"],
+        ["catalog_api.catalog.repository", "catalog_api.events.outbox", "catalog_api.prices.sync"],
     ]
-    assert upward(fake) == ["models.net -> catalog_api.kit.settings"]
+    assert upward(fake) == [
+        "benchmarks.faults -> tests.outages",
+        "models.net -> catalog_api.kit.settings",
+        "serve_app.indexing -> catalog_api.scan.card_rows",
+    ]
 
 
 def test_the_room_check_finds_a_circle_of_circle_free_modules() -> None:

@@ -17,7 +17,7 @@ from types import ModuleType
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.harness import REPO
+from cardcat.stack import REPO
 
 LOCK = REPO / "requirements.lock"
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")

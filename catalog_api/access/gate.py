@@ -17,9 +17,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.access.keys import KeyVerifier, bearer_token
 from catalog_api.access.ratelimit import Decision, RateLimiter, client_of
-from catalog_api.kit.errors import RateLimited, Unauthorized
 from catalog_api.kit.http_errors import as_api_error, send_error
 from catalog_api.kit.metrics import RATE_LIMITED as RATE_LIMITED_COUNT
+from core.errors import RateLimited, Unauthorized
 
 log = logging.getLogger(__name__)
 RATE_LIMITED = "Request budget spent; retry after Retry-After seconds."

@@ -12,8 +12,8 @@ from catalog_api.access import file_access
 from catalog_api.catalog import bulk_files
 from catalog_api.deps import Context
 from catalog_api.kit.envelope import data_response, page
-from catalog_api.kit.errors import Internal, Unauthorized
 from catalog_api.kit.schemas import BY_ID, Envelope, Page, Strict, file_responses
+from core.errors import Internal, Unauthorized
 
 router = APIRouter(tags=["bulk"])
 

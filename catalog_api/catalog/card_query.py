@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
-from catalog_api.kit.errors import BadRequest
 from catalog_api.kit.pagination import parse_query_int
+from core.errors import BadRequest
 
 SORTS = ("catalog", "name", "-name", "release", "-release", "price", "-price")
 LEGAL = ("standard", "expanded")

@@ -18,12 +18,12 @@ from catalog_api.catalog.search import SORT_KEY_SHAPE, search_page
 from catalog_api.deps import AppContext, Context, cached_read
 from catalog_api.kit import records
 from catalog_api.kit.envelope import page
-from catalog_api.kit.errors import NotFound
 from catalog_api.kit.languages import dress, parse_lang
 from catalog_api.kit.pagination import parse_limit
 from catalog_api.kit.params import Cursor, Lang, Limit, Search
 from catalog_api.kit.schemas import ERRORS, NOT_FOUND, Envelope, Page
 from catalog_api.prices import price_reads
+from core.errors import NotFound
 
 router = APIRouter(prefix="/v1/cards", tags=["cards"])
 INCLUDES = ("variants", "metadata", "change", "names")

@@ -14,13 +14,13 @@ from catalog_api.catalog.schemas import CardSummary
 from catalog_api.deps import Context, cached_read
 from catalog_api.kit import records
 from catalog_api.kit.envelope import page
-from catalog_api.kit.errors import BadRequest
 from catalog_api.kit.languages import dress, parse_lang
 from catalog_api.kit.pagination import parse_limit, parse_query_int
 from catalog_api.kit.params import Cursor, Lang, Limit
 from catalog_api.kit.schemas import ERRORS, Envelope, Page
 from catalog_api.prices import price_reads
 from catalog_api.prices.movers import WINDOWS
+from core.errors import BadRequest
 
 router = APIRouter(prefix="/v1/movers", tags=["movers"])
 DIRECTIONS = ("gainers", "losers")

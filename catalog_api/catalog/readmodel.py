@@ -31,8 +31,8 @@ from catalog_api.kit.models import (
     Series,
 )
 from catalog_api.kit.pagination import PositionShape
-from catalog_api.kit.vocabulary import CONDITION_ORDER
 from catalog_api.prices import price_reads
+from core.vocabulary import CONDITION_ORDER
 
 RECHECK_S = 1.0
 

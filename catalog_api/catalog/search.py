@@ -26,8 +26,8 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from catalog_api.catalog.name_bound import NameBound
-from catalog_api.kit.cardtext import normalize_number
 from catalog_api.kit.pagination import PositionShape
+from core.cardtext import normalize_number
 
 MIN_SCORE = 0.6
 RECENT_QUERIES = 256

@@ -16,7 +16,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from catalog_api.deps import Context
-from catalog_api.kit.errors import NotFound
+from core.errors import NotFound
 
 router = APIRouter(include_in_schema=False)
 

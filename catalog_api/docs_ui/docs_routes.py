@@ -23,7 +23,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import Response
 
-from catalog_api.kit.errors import NotFound
+from core.errors import NotFound
 
 router = APIRouter(include_in_schema=False)
 

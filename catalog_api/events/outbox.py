@@ -36,7 +36,7 @@ from catalog_api.kit.models import (
     WebhookEndpoint,
 )
 from catalog_api.kit.records import SUMMARY_COLUMNS
-from catalog_api.kit.vocabulary import CONDITION_ORDER, GAME
+from core.vocabulary import CONDITION_ORDER, GAME
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

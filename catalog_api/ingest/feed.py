@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from catalog_api.kit.cardtext import normalize_number
+from core.cardtext import normalize_number
 
 FEED_FILES = ("series", "expansions", "cards", "products")
 NAME_LANGUAGE_FALLBACK = ("fr", "de", "it", "es", "pt", "nl", "pl", "ja")

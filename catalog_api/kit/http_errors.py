@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.kit.envelope import JSON, error_body
-from catalog_api.kit.errors import (
+from core.errors import (
     APIError,
     BadRequest,
     DatabaseUnavailable,

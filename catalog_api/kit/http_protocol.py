@@ -4,7 +4,7 @@ uvicorn answers a request it cannot parse (a `Content-Length` that is not a numb
 line or header, a bad chunk size) itself, with a plain-text `400`, before any ASGI app sees it: no
 middleware or exception handler of ours can touch that answer. Both of uvicorn's HTTP protocols (h11 and
 httptools) write it through one method, `send_400_response`; the protocol classes here override just
-that method, and `cardcat serve` hands uvicorn the httptools one (`catalog_api.cli`), so the answer is
+that method, and `cardcat serve` hands uvicorn the httptools one (`cardcat.cli`), so the answer is
 the `{data, error}` envelope like every other error.
 """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from catalog_api.kit.errors import BadRequest
+from core.errors import BadRequest
 
 LANGUAGES = ("en", "fr", "de", "it", "pt", "es", "es-mx")
 LANG_DESCRIPTION = (

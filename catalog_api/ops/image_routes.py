@@ -6,9 +6,9 @@ from fastapi import APIRouter
 from starlette.responses import FileResponse
 
 from catalog_api.deps import Context
-from catalog_api.kit.errors import NotFound
 from catalog_api.kit.images import ImageStore
 from catalog_api.kit.schemas import file_responses
+from core.errors import NotFound
 
 router = APIRouter(tags=["images"])
 

@@ -7,9 +7,9 @@ from starlette.responses import FileResponse
 
 from catalog_api.access import file_access
 from catalog_api.deps import Context
-from catalog_api.kit.errors import Unauthorized
 from catalog_api.kit.schemas import file_responses
 from catalog_api.prices import snapshot_files as snapshots
+from core.errors import Unauthorized
 
 router = APIRouter(tags=["events"])
 

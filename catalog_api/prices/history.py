@@ -31,9 +31,9 @@ from typing import Any
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from catalog_api.kit.errors import BadRequest, NotFound
 from catalog_api.kit.models import FeedState
 from catalog_api.kit.pagination import sendable
+from core.errors import BadRequest, NotFound
 
 DEFAULT_CONDITION = "NM"
 DEFAULT_DAYS = 90

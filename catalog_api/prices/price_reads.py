@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from catalog_api.kit import records
 from catalog_api.kit.models import CardMover, CardPriceCurrent, CardVariant
 from catalog_api.kit.pagination import PositionShape, sendable
-from catalog_api.kit.vocabulary import CONDITION_ORDER
 from catalog_api.prices.movers import WINDOWS
+from core.vocabulary import CONDITION_ORDER
 
 # What a movers cursor's position holds: the precomputed rank.
 MOVERS_SHAPE: PositionShape = (int,)

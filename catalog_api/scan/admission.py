@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from catalog_api.kit.errors import ScanUnavailable
-from catalog_api.scan.client import RETRY_AFTER_S
+from core.errors import ScanUnavailable
+from core.scan_contract import RETRY_AFTER_S
 
 
 class ScanSlots:

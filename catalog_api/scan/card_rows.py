@@ -1,5 +1,5 @@
 """The card rows the scanner's side reads: the fields a scan answer shows, and the print of every
-imaged card that the scanner's index is built from (`serve_app.indexing` runs it on the blocking
+imaged card that the scanner's index is built from (`catalog_api.scan.indexing` runs it on the blocking
 engine). Both read a card beside its expansion, which is what the scanner matches on and shows."""
 
 from __future__ import annotations

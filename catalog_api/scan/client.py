@@ -18,27 +18,14 @@ from typing import Protocol
 
 import httpx
 
-from catalog_api.kit.errors import ScanUnavailable
-from catalog_api.kit.scan_contract import ScanDecision, refusal_error
+from core.scan_contract import ATTEMPTS, ScanDecision, refusal_error, unavailable
 
 log = logging.getLogger("cardcat.scan")
-# A scan is a pure function of its photo, so a call that died with its replica (or hit an app being
-# redeployed) is tried once more, when Ray has routed around the dead replica; if that fails too the
-# client is told when to come back: replicas restart in seconds.
-ATTEMPTS = 2
-RETRY_AFTER_S = 2
-# A call Ray cannot place (the app deleted, or every replica gone and none yet restarted) waits for a
-# replica rather than failing; past this the client is told to come back instead of waiting on.
-CALL_TIMEOUT_S = 60.0
-
-
-def unavailable(message: str) -> ScanUnavailable:
-    return ScanUnavailable(message, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 class ScanClient(Protocol):
     async def scan(self, photo: bytes) -> ScanDecision:
-        """The scanner's decision for a photo (`catalog_api.kit.scan_contract`); a refusal is raised."""
+        """The scanner's decision for a photo (`core.scan_contract`); a refusal is raised."""
         ...
 
     async def aclose(self) -> None: ...

@@ -2,7 +2,7 @@
 
 The two request shapes of the spec are handled here: a multipart upload (file field `image`) and a JSON
 `{"url": ...}` that we fetch ourselves (`catalog_api.scan.url_fetch`). Both are capped at 10 MB while
-streaming, photos never touch the disk and are never logged. The header check is `catalog_api.kit.photo`
+streaming, photos never touch the disk and are never logged. The header check is `core.photo`
 (bombs refused from the header, in the ingress and again in the scanner).
 """
 
@@ -19,12 +19,12 @@ from starlette.requests import ClientDisconnect, Request
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks
 
-from catalog_api.kit.errors import (
+from catalog_api.scan.url_fetch import FetchPolicy, fetch_image_url, size_text
+from core.errors import (
     APIError,
     BadRequest,
     PayloadTooLarge,
 )
-from catalog_api.scan.url_fetch import FetchPolicy, fetch_image_url, size_text
 
 # Multipart framing (boundaries, part headers, small extra fields) on top of the image itself.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024

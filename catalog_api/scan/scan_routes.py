@@ -17,15 +17,11 @@ from starlette.responses import Response
 
 from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
-from catalog_api.kit.errors import APIError, ScanUnavailable
 from catalog_api.kit.images import image_urls
 from catalog_api.kit.languages import localized, parse_lang
 from catalog_api.kit.metrics import SCAN_ERROR_CODES, SCAN_STAGE_LATENCY, SCAN_STAGES, SCANS
 from catalog_api.kit.params import Lang
-from catalog_api.kit.photo import probe_image
-from catalog_api.kit.scan_contract import ScanDecision, ScannedCard, unidentified_answer
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
-from catalog_api.kit.vocabulary import GAME
 from catalog_api.scan import card_rows
 from catalog_api.scan.admission import ScanSlots
 from catalog_api.scan.intake import read_scan_upload
@@ -33,6 +29,10 @@ from catalog_api.scan.resolver import make_resolver
 from catalog_api.scan.scanning import Scanning, ScanningState
 from catalog_api.scan.schemas import ScanResult
 from catalog_api.scan.url_fetch import FetchPolicy
+from core.errors import APIError, ScanUnavailable
+from core.photo import probe_image
+from core.scan_contract import ScanDecision, ScannedCard, unidentified_answer
+from core.vocabulary import GAME
 
 router = APIRouter(prefix="/v1", tags=["scan"])
 SCAN_ERRORS: dict[int | str, dict[str, Any]] = {

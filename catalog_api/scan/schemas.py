@@ -1,12 +1,12 @@
 """Wire shapes of `POST /v1/scan`, for OpenAPI and the tests (the scanner's own answer to the ingress
-is the typed contract in `catalog_api.kit.scan_contract`, whose "unidentified" reasons these reuse)."""
+is the typed contract in `core.scan_contract`, whose "unidentified" reasons these reuse)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from catalog_api.kit.scan_contract import UnidentifiedReason
 from catalog_api.kit.schemas import Image, Strict
+from core.scan_contract import UnidentifiedReason
 
 
 class ScanExpansion(Strict):

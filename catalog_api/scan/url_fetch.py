@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import certifi
 import httpx
 
-from catalog_api.kit.errors import URLFetchFailed, URLNotAllowed
 from catalog_api.kit.netguard import (
     PROBLEMS,
     IPAddress,
@@ -27,8 +26,9 @@ from catalog_api.kit.netguard import (
     is_public_address,
     parse_url,
 )
-from catalog_api.kit.photo import MAX_IMAGE_BYTES
 from catalog_api.scan.resolver import Resolver, SystemResolver, Unresolvable
+from core.errors import URLFetchFailed, URLNotAllowed
+from core.photo import MAX_IMAGE_BYTES
 
 # The resolver of a policy that names none: getaddrinfo on its own threads, never asyncio's default
 # executor (`catalog_api.scan.resolver`).

@@ -20,8 +20,8 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from cardcat.stack import SHARED_CATALOG  # noqa: E402
 from models.geometry import read_face  # noqa: E402
-from tests.harness import SHARED_CATALOG  # noqa: E402
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog  # noqa: E402
 from training.synth import BENCH_SEED_BASE, Difficulty, make_photo  # noqa: E402
 

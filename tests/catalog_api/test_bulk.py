@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import CARDCAT, REPO, Service, launch
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from tests.catalog_api.helpers import failed, ok
 from tests.catalog_api.test_prices import NORMAL, card_row, prices_sync, product_row, write_feed
-from tests.harness import CARDCAT, REPO, Service, launch
 
 KINDS = ["cards", "products", "expansions", "series"]
 DETAIL = {

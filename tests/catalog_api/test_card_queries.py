@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import SHARED, Service, launch
 from catalog_api.catalog.schemas import CardSummary
 from tests.catalog_api.feed_truth import FeedCard, FeedTruth
 from tests.catalog_api.helpers import failed, ok, walk
-from tests.harness import SHARED, Service, launch
 
 MARKETFEED = SHARED / "tools" / "marketfeed.py"
 DAYS = ("--start", "2026-08-01", "--days", "3")

@@ -34,12 +34,12 @@ import pytest
 import yaml
 from PIL import Image
 
+from cardcat.stack import REPO, Database, Service, create_database
 from catalog_api.events.secret_box import PREFIX
 from catalog_api.events.signing import new_secret
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from catalog_api.prices.demo_prices import write_demo_prices
 from tests.catalog_api.test_events import ENV, Receiver, edit
-from tests.harness import REPO, Database, Service, create_database
 
 OPEN_TO_OTHERS = stat.S_IRWXG | stat.S_IRWXO
 

@@ -1,6 +1,6 @@
 """PostgreSQL going away under load: every request is answered, in the envelope, and reads come back.
 
-A private PostgreSQL cluster (tests/outages.py) behind a real `cardcat serve`; eight keep-alive clients
+A private PostgreSQL cluster (cardcat/outages.py) behind a real `cardcat serve`; eight keep-alive clients
 read cards, searches and reference tables while the database is stopped (fast shutdown: its sessions are
 cut, as in a crash or failover) and started again. What must hold:
 - no connection is closed without a response (a keep-alive client never sees its request vanish);
@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cardcat.outages import PrivatePostgres
+from cardcat.stack import Database, Service
 from catalog_api.ingest.demo_catalog import write_demo_catalog
-from tests.harness import Database, Service
-from tests.outages import PrivatePostgres
 
 CLIENTS = 8
 RECOVERY_S = 10.0

@@ -13,7 +13,7 @@ process) that checks every signature with the `standardwebhooks` library.
 
 The feed is the project's own sample catalog (`cardcat catalog demo-feed`), so nothing here needs
 ../shared. Retries are configured sub-second (CARDCAT_WEBHOOKS_BACKOFF_*), the receiver is on loopback
-(CARDCAT_WEBHOOKS_ALLOW_PRIVATE=true). Test servers run no deliverer (tests/harness.py) except in the
+(CARDCAT_WEBHOOKS_ALLOW_PRIVATE=true). Test servers run no deliverer (cardcat/stack.py) except in the
 test of `cardcat serve` itself; each test starts the deliverer it needs.
 """
 
@@ -40,6 +40,7 @@ import pytest
 from sqlalchemy import Engine
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from cardcat.stack import CARDCAT, REPO, Service, create_database
 from catalog_api.catalog.readmodel import RECHECK_S
 from catalog_api.events.deliverer import backoff_s, parse_retry_after
 from catalog_api.events.endpoints import URLRefused, add_endpoint, remove_endpoint
@@ -49,7 +50,6 @@ from catalog_api.kit.db import make_engine
 from catalog_api.kit.settings import Settings
 from catalog_api.prices.demo_prices import write_demo_prices
 from tests.catalog_api.helpers import eventually, ok
-from tests.harness import CARDCAT, REPO, Service, create_database
 
 Record = dict[str, Any]
 T = TypeVar("T")

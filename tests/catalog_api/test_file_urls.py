@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 
+from cardcat.stack import Service, launch
 from catalog_api.access import file_access
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from catalog_api.kit.settings import Settings
@@ -38,7 +39,6 @@ from tests.catalog_api.test_prices import (
     snapshot_entries,
     write_feed,
 )
-from tests.harness import Service, launch
 
 HOUR = 3600
 

@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import status_code_conformance
 
-from tests.harness import Service, launch
+from cardcat.stack import Service, launch
 
 MAX_EXAMPLES = 150  # per operation, for each of valid and invalid generation
 

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import Service
 from catalog_api.kit.schemas import Envelope
 from catalog_api.ops.schemas import Health
 from catalog_api.prices.demo_prices import write_demo_prices
-from tests.harness import Service
 
 BACKENDS = ["postgresql", "sqlite"]
 
@@ -143,9 +143,9 @@ def test_health_queries_the_database_at_most_once_a_second_per_worker(tmp_path: 
 
     from sqlalchemy import event
 
+    from cardcat.stack import ServerThread, create_database
     from catalog_api.app import create_app
     from catalog_api.kit.settings import Settings
-    from tests.harness import ServerThread, create_database
 
     database = create_database("sqlite", tmp_path)
     Service(database, tmp_path / "data").cli("db", "upgrade")

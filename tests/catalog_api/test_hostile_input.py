@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import Service, free_port
 from catalog_api.app import _cursor_secret
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.settings import Settings
 from tests.catalog_api.helpers import failed, ok
-from tests.harness import Service, free_port
 
 
 def forger(service: Service) -> CursorCodec:

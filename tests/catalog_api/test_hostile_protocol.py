@@ -23,12 +23,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from cardcat.stack import Service, launch
 from catalog_api.access.file_access import sign_bound
-from catalog_api.kit.errors import URLNotAllowed
 from catalog_api.kit.settings import Settings
 from catalog_api.prices.snapshot_files import sign
 from catalog_api.scan.url_fetch import FetchPolicy, fetch_image_url
-from tests.harness import Service, launch
+from core.errors import URLNotAllowed
 
 NEVER_PROVOKED = {"429", "500"}
 
@@ -88,9 +88,9 @@ def test_h11_answers_in_the_envelope_too(tmp_path: Path) -> None:
 
     import uvicorn
 
+    from cardcat.stack import free_port
     from catalog_api.app import create_app
     from catalog_api.kit.http_protocol import EnvelopeH11Protocol
-    from tests.harness import free_port
 
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'h11.db'}", data_dir=tmp_path))
     port = free_port()

@@ -30,7 +30,7 @@ import pytest
 import redis
 import yaml
 
-from tests.harness import REPO, Service, free_port, unavailable
+from cardcat.stack import REPO, Service, free_port, unavailable
 
 K8S = REPO / "deploy" / "k8s"
 MANIFESTS = sorted(K8S.glob("*.yaml"))

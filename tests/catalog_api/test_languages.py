@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import Service
 from tests.catalog_api.feed_truth import read, served_name
 from tests.catalog_api.helpers import failed, ok, walk
-from tests.harness import Service
 
 LANGUAGES = ("en", "fr", "de", "it", "pt", "es", "es-mx")
 

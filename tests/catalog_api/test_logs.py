@@ -1,6 +1,6 @@
 """What the logs hold (issue 45 item 14), read from real processes' output.
 
-- The access log of a real `cardcat serve` (its output, tests/harness.py): one JSON line a request with
+- The access log of a real `cardcat serve` (its output, cardcat/stack.py): one JSON line a request with
   the method, the route template, the status, the key's public prefix, the latency and the bytes, and
   never the key, the `Authorization` header, the query string or the raw path. `CARDCAT_ACCESS_LOG=false`
   turns it off.
@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from cardcat.stack import Service
 from tests.catalog_api.helpers import eventually, ok
 from tests.catalog_api.test_events import (  # noqa: F401  (fixtures of the events deployment)
     Deployment,
@@ -26,7 +27,6 @@ from tests.catalog_api.test_events import (  # noqa: F401  (fixtures of the even
     receiver,
     rename_three_things,
 )
-from tests.harness import Service
 
 ACCESS_FIELDS = {"time", "method", "route", "status", "key", "ms", "bytes"}
 

@@ -21,6 +21,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from benchmarks.metrics_text import Scrape
+from cardcat.stack import CARDCAT, Service, create_database, free_port
 from catalog_api.events.endpoints import add_endpoint
 from catalog_api.events.secret_box import webhook_box
 from catalog_api.ingest.demo_catalog import write_demo_catalog
@@ -30,8 +32,6 @@ from catalog_api.prices.demo_prices import write_demo_prices
 from tests.catalog_api.helpers import eventually, failed, ok
 from tests.catalog_api.test_events import ENV as WEBHOOK_ENV
 from tests.catalog_api.test_events import Receiver
-from tests.harness import CARDCAT, Service, create_database, free_port
-from tests.metrics_text import Scrape
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy" / "grafana" / "cardcat.json"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from catalog_api.events.endpoints import URLRefused, endpoint_target
-from catalog_api.kit.errors import URLNotAllowed
 from catalog_api.kit.netguard import URLRejected, parse_url
 from catalog_api.scan.url_fetch import parse_scan_url
+from core.errors import URLNotAllowed
 
 
 @pytest.mark.parametrize(

@@ -30,10 +30,10 @@ import pytest
 from PIL import Image, ImageDraw
 from sqlalchemy import create_engine, update
 
+from cardcat.stack import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
 from catalog_api.ingest.palette import palette_of
 from catalog_api.kit.models import Card
 from tests.catalog_api.helpers import eventually, ok
-from tests.harness import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
 
 T = TypeVar("T")
 HEX = re.compile(r"#[0-9a-f]{6}")

@@ -19,6 +19,7 @@ import httpx
 import orjson
 import pytest
 
+from cardcat.stack import Service, launch
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from catalog_api.prices.schemas import CardPriceHistory, ProductPriceHistory
 from tests.catalog_api.helpers import failed, ok
@@ -33,7 +34,6 @@ from tests.catalog_api.test_prices import (
     reclassify_holo,
     write_feed,
 )
-from tests.harness import Service, launch
 
 NEWEST = "2026-09-20"
 PRINTING_KEYS = ("type", "subtype", "size", "stamps", "foil")

@@ -21,10 +21,10 @@ import httpx
 import orjson
 import pytest
 
+from cardcat.stack import SHARED, Service, launch, require_shared
 from catalog_api.catalog.readmodel import RECHECK_S
 from catalog_api.ingest.demo_catalog import write_demo_catalog
 from tests.catalog_api.helpers import failed, ok, walk
-from tests.harness import SHARED, Service, launch, require_shared
 
 AS_OF = "2026-09-30"
 NORMAL = {"type": "normal", "subtype": None, "size": None, "stamps": [], "foil": None}
@@ -457,7 +457,7 @@ def test_snapshot_urls_need_their_signature(priced: Any) -> None:
 def test_real_feed_format_loads_every_row(tmp_path: Path, fresh: Any) -> None:
     """marketfeed.py's own output over two real expansions: everything maps, and a second run skips."""
     require_shared()
-    from tests.harness import write_subset_feed
+    from cardcat.stack import write_subset_feed
 
     catalog = write_subset_feed(tmp_path / "catalog", ("base1", "swsh10tg"))
     subprocess.run(

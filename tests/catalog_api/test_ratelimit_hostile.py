@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 
+from cardcat.stack import REDIS_URL, Service, require_redis
 from catalog_api.access.ratelimit import LocalRateLimiter
 from tests.catalog_api.helpers import failed, ok
-from tests.harness import REDIS_URL, Service, require_redis
 from tests.hostile_peers import StallingProxy
 
 HEADER = re.compile(r"limit=300, remaining=(\d+), reset=(\d+)")

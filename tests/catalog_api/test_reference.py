@@ -17,11 +17,11 @@ import orjson
 import pytest
 from pydantic import BaseModel
 
+from cardcat.stack import Service, require_shared
 from catalog_api.catalog.schemas import Expansion, Product, Series
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from catalog_api.kit.schemas import Envelope, ErrorEnvelope, Page
 from tests.catalog_api.helpers import failed, ok, walk
-from tests.harness import Service, require_shared
 
 Record = dict[str, Any]
 ENDPOINTS: dict[str, type[BaseModel]] = {"series": Series, "expansions": Expansion, "products": Product}

@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import ServerThread, Service
 from catalog_api.app import create_app
 from catalog_api.kit.cache import MAX_KEY_CHARS, ResponseCache
 from catalog_api.kit.settings import Settings
 from tests.catalog_api.helpers import ok
-from tests.harness import ServerThread, Service
 
 JUNK_CHARS = 60_000
 

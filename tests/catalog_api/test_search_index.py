@@ -11,7 +11,7 @@ from pathlib import Path
 from rapidfuzz import fuzz
 
 from catalog_api.catalog.search import MIN_SCORE, SearchIndex, every_name, fold, plain, search_page
-from catalog_api.kit.cardtext import normalize_number
+from core.cardtext import normalize_number
 from tests.catalog_api.feed_truth import read
 
 Row = tuple[str, tuple[str, ...], str | None]

@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 
+from cardcat.stack import REPO, Service
 from catalog_api.kit.pagination import CursorCodec
 from catalog_api.kit.settings import Settings
 from tests.catalog_api.helpers import failed, ok
-from tests.harness import REPO, Service
 
 SNAPSHOT = "card_prices-2026-01-01-0123456789abcdef.ndjson.gz"
 

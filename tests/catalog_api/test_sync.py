@@ -29,11 +29,11 @@ import httpx
 import orjson
 import pytest
 
+from cardcat.stack import SHARED, SHARED_CATALOG, Service, launch, require_shared, unavailable
 from catalog_api.catalog.readmodel import RECHECK_S
 from catalog_api.catalog.schemas import Card, CardSummary, Expansion, Series
 from catalog_api.kit.schemas import Envelope, Page
 from tests.catalog_api.helpers import eventually, failed, ok, walk
-from tests.harness import SHARED, SHARED_CATALOG, Service, launch, require_shared, unavailable
 
 Record = dict[str, Any]
 T = TypeVar("T")

@@ -8,9 +8,9 @@ import secrets
 
 import pytest
 
+from cardcat.stack import require_redis
 from catalog_api.access.ratelimit import client_of
 from catalog_api.access.unknown_keys import UnknownKeys
-from tests.harness import require_redis
 
 
 @pytest.mark.parametrize(

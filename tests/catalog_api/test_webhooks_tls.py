@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import trustme
 
+from cardcat.stack import ServerThread, Service, create_database
 from catalog_api.events.signing import sign
 from catalog_api.ingest.demo_catalog import write_demo_catalog
-from tests.harness import ServerThread, Service, create_database
 
 
 @dataclass

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import Service, launch
 from cardcat_client import AsyncCardcatClient, CardcatClient, CardcatError, models
 from tests.catalog_api.helpers import eventually, ok, walk
-from tests.harness import Service, launch
 
 
 def same(model: models.Model, raw: dict[str, Any]) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.stack import Service
 from cardcat_client import AsyncCardcatClient, CardcatClient, CardcatError
-from tests.harness import Service
 
 ODD_RETRY_AFTER = [
     "²".encode(),  # superscript two: str.isdigit() says yes, float() raises
@@ -144,7 +144,7 @@ class Sent:
 
 @pytest.fixture(scope="module")
 def catalog_only(tmp_path_factory: pytest.TempPathFactory, feed_dir: Path) -> Iterator[Service]:
-    from tests.harness import launch
+    from cardcat.stack import launch
 
     service = launch("sqlite", tmp_path_factory.mktemp("scan-paths"), feed_dir)
     yield service

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import REPO, unavailable
+from cardcat.stack import REPO, unavailable
 
 CLIENT = REPO / "clients" / "python"
 FORBIDDEN = {"torch", "torchvision", "ray", "numpy", "faiss-cpu", "fastapi", "sqlalchemy", "cardcat"}

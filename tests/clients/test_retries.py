@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from cardcat.outages import PrivatePostgres
+from cardcat.stack import Database, Service, free_port
 from cardcat_client import CardcatClient, CardcatConnectionError, CardcatError
 from tests.catalog_api.helpers import ok
-from tests.harness import Database, Service, free_port
-from tests.outages import PrivatePostgres
 
 
 class Wire:

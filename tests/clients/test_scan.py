@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cardcat.stack import Service, launch_scanner, require_shared
 from cardcat_client import AsyncCardcatClient, CardcatClient, CardcatError, models
-from tests.harness import Service, launch_scanner, require_shared
 
 EXPANSION = "swsh10tg"  # unique artworks: one confident match expected
 CARD = "swsh10tg-TG05"

@@ -17,8 +17,8 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from cardcat.stack import Service, create_database
 from cardcat_client import WebhookVerificationError, verify_webhook
-from tests.harness import Service, create_database
 
 
 @dataclass
@@ -139,7 +139,7 @@ def test_a_non_ascii_signature_is_refused_not_a_500(delivered: tuple[str, list[P
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from tests.harness import ServerThread
+    from cardcat.stack import ServerThread
 
     secret, posts = delivered
     post = posts[0]

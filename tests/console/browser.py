@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.harness import unavailable
+from cardcat.stack import unavailable
 
 CHROMIUM = Path(os.environ.get("CARDCAT_CHROMIUM", "/usr/bin/chromium"))
 ARGS = [

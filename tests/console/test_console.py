@@ -15,9 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.catalog_api.helpers import ok
-from tests.console.browser import ConsolePage, chromium
-from tests.harness import (
+from cardcat.stack import (
     SHARED_CATALOG,
     Service,
     create_database,
@@ -25,6 +23,8 @@ from tests.harness import (
     launch_scanner,
     require_shared,
 )
+from tests.catalog_api.helpers import ok
+from tests.console.browser import ConsolePage, chromium
 
 # The faces the scanner tests render too (cached in ~/.cache/cardcat/renders): base1/base4 share artwork.
 FACES = ("base1", "base4", "swsh10tg")

@@ -20,8 +20,8 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 import pytest
 
+from cardcat.stack import Service, create_database
 from tests.console.browser import chromium
-from tests.harness import Service, create_database
 
 TIMEOUT_MS = 30_000
 SUMS = re.compile(r"^([0-9a-f]{64})  (\S+)$", re.MULTILINE)

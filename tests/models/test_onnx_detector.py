@@ -18,10 +18,11 @@ import onnx
 import pytest
 from PIL import Image
 
+from cardcat.stack import REPO
 from models.checkpoints import weights_version
 from models.detector import INPUT, OUTPUT, WEIGHTS, CardDetector
 from models.sessions import Backend, onnx_path
-from tests.harness import REPO, base1_faces
+from tests.faces import base1_faces
 from training.detector.evaluate import corner_error_pct
 from training.detector.export_onnx import TOLERANCE, export
 from training.renders import SHARED

@@ -16,11 +16,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from cardcat.stack import REPO
 from models.checkpoints import weights_version
 from models.embedder import WEIGHTS, CardEmbedder
 from models.embedder_net import _windows, grid_pool
 from models.sessions import Backend, onnx_path
-from tests.harness import REPO
 from training.embedder.export_onnx import TOLERANCE, export
 
 ONNX = Backend(kind="onnx")

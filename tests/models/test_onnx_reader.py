@@ -17,11 +17,12 @@ import onnx
 import pytest
 import torch
 
+from cardcat.stack import REPO
 from models.checkpoints import weights_version
 from models.ocr import FOOTER, NAME, WEIGHTS, PrintReader
 from models.ocr_text import ctc_greedy, ctc_scores
 from models.sessions import onnx_path
-from tests.harness import REPO, base1_faces
+from tests.faces import base1_faces
 from training.ocr.export_onnx import INPUT, OUTPUT, TOLERANCE, export
 from training.renders import SHARED
 

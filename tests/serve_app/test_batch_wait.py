@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from tests.harness import REPO
+from cardcat.stack import REPO
 
 # A deployment whose batched method answers each request with the size of the batch it ran in, batching as
 # the scanner's models do (`_set_batching` from its user_config); two requests 0.1 s apart, once with a

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from catalog_api.kit.errors import UnsupportedImage
+from core.errors import UnsupportedImage
 from models.detector import WEIGHTS, CardDetector
 from serve_app.decoding import (
     DRAFT_MIN_SIDE,
@@ -22,7 +22,7 @@ from serve_app.decoding import (
     decode_jpeg_opencv,
     decode_photo,
 )
-from tests.harness import base1_faces
+from tests.faces import base1_faces
 from training.detector.evaluate import corner_error_pct
 from training.renders import SHARED
 from training.synth import make_photo
@@ -276,7 +276,7 @@ def test_views_cut_on_the_torch_device_find_the_hosts_corners(
 
 @needs_shared
 def test_torch_decode_applies_exif_and_refuses_what_pillow_refuses(faces: list[np.ndarray]) -> None:
-    from catalog_api.kit.errors import UnsupportedImage
+    from core.errors import UnsupportedImage
     from serve_app.decoding import decode_photo_tensor
 
     photo = make_photo(faces[0], SEED + 50, "standard")

@@ -31,13 +31,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from catalog_api.kit.errors import APIError, UnsupportedImage, URLFetchFailed, URLNotAllowed
+from cardcat.stack import ServerThread
 from catalog_api.kit.netguard import is_public_address, parse_host_literal
-from catalog_api.kit.photo import MAX_IMAGE_BYTES
 from catalog_api.scan.intake import read_scan_upload
 from catalog_api.scan.url_fetch import FetchPolicy, _fetch_pinned, fetch_image_url, parse_scan_url
+from core.errors import APIError, UnsupportedImage, URLFetchFailed, URLNotAllowed
+from core.photo import MAX_IMAGE_BYTES
 from serve_app.decoding import decode_image
-from tests.harness import ServerThread
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.1/32"),)
 PINNED_NAME = "scan-origin.invalid"  # in the certificate, but no resolver will ever answer for it

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from tests.harness import REPO
+from cardcat.stack import REPO
 
 # The real Reader deployment (shipped weights) in a real Serve replica, given one batch of two requests:
 # a face sent inline, and a face whose owner, an actor standing where the Detector replica would, was

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.harness import REPO, Service, launch_scanner, require_shared
-from tests.outages import TwoNodeCluster
-from tests.serve_app.replicas import UNDER_LOAD, ScanLoad, replica_pids, tg_photos
+from benchmarks.replicas import UNDER_LOAD, ScanLoad, replica_pids, tg_photos
+from cardcat.outages import TwoNodeCluster
+from cardcat.stack import REPO, Service, launch_scanner, require_shared
 
 pytestmark = pytest.mark.slow
 EXPANSIONS = ("swsh10tg",)

@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 
-from tests.harness import REPO
+from cardcat.stack import REPO
 
 # A Detector stand-in: a Serve deployment taking photos' bytes by handle, as `ScanPipeline` sends them,
 # and holding each for a while, so that 40 of them are in the store at once.
@@ -95,8 +95,8 @@ def test_photos_held_by_a_replica_past_the_store_never_reach_the_disk():
 def test_the_store_holds_every_scan_the_ingress_workers_allow():
     """`cardcat serve` sizes the store for workers x `CARDCAT_SCAN_MAX_IN_FLIGHT` scans, each a photo at
     the spec's cap and its rectified face: the cap keeps the store from ever filling."""
-    from catalog_api.kit.photo import MAX_IMAGE_BYTES
     from catalog_api.kit.settings import Settings
+    from core.photo import MAX_IMAGE_BYTES
     from serve_app.local import OBJECT_STORE_BYTES, object_store_bytes
 
     face = 600 * 838 * 3

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 from PIL import Image
 
+from cardcat.stack import PG_ADMIN_URL, ServerThread
 from tests.catalog_api.helpers import failed, ok
-from tests.harness import PG_ADMIN_URL, ServerThread
 
 
 def png() -> bytes:

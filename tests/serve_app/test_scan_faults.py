@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.replicas import UNDER_LOAD, ScanLoad, replica_pids, tg_photos
 from benchmarks.scan_load import process_tree, role
+from cardcat.stack import Service, launch_scanner, require_shared
 from serve_app.local import SERVE_PACE
-from tests.harness import Service, launch_scanner, require_shared
-from tests.serve_app.replicas import UNDER_LOAD, ScanLoad, replica_pids, tg_photos
 
 EXPANSIONS = ("swsh10tg",)
 SEED = 22_000_000

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from cardcat.stack import Service, launch_scanner, require_shared
 from catalog_api.kit.schemas import Envelope
 from catalog_api.scan.schemas import ScanResult
 from tests.catalog_api.helpers import failed, ok
-from tests.harness import Service, launch_scanner, require_shared
 
 # base1 and base4 print the same artworks (Base Set 2 reprints): only number and set code differ.
 EXPANSIONS = ("base1", "base4", "swsh10tg")
@@ -267,7 +267,7 @@ def test_several_uvicorn_workers_reach_the_scanner_by_handle(scanner: Service):
     With CARDCAT_SCAN_PORT the Ray proxy also serves `POST /scan` on loopback, under the same 10 MB cap."""
     import asyncio
 
-    from tests.harness import free_port
+    from cardcat.stack import free_port
 
     port = free_port()
     proxy = f"http://127.0.0.1:{port}/scan"

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.catalog_api.helpers import eventually, ok
-from tests.harness import (
+from benchmarks.metrics_text import Scrape
+from cardcat.stack import (
     SHARED_CATALOG,
     Service,
     create_database,
@@ -32,7 +32,7 @@ from tests.harness import (
     require_shared,
     write_subset_feed,
 )
-from tests.metrics_text import Scrape
+from tests.catalog_api.helpers import eventually, ok
 from tests.serve_app.test_scan_http import EXPANSIONS, HELD_OUT_SEED, face, jpeg, photo_of, scan
 
 STAGES = ("decode", "locate", "search", "read", "fuse", "total")
@@ -40,7 +40,7 @@ STAGES = ("decode", "locate", "search", "read", "fuse", "total")
 
 @pytest.fixture(scope="module")
 def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, int]]:
-    """Like tests.harness.launch_scanner, but two uvicorn workers and a known Ray metrics port."""
+    """Like cardcat.stack.launch_scanner, but two uvicorn workers and a known Ray metrics port."""
     require_shared()
     from training.renders import DEFAULT_CACHE, render_catalog
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.replicas import replica_pids, tg_photos
 from benchmarks.scan_load import process_tree
-from tests.harness import Service, launch_scanner, require_shared
-from tests.serve_app.replicas import replica_pids, tg_photos
+from cardcat.stack import Service, launch_scanner, require_shared
 
 EXPANSIONS = ("swsh10tg",)
 SEED = 23_000_000

@@ -7,9 +7,9 @@ import dataclasses
 import subprocess
 import sys
 
-from catalog_api.cli.serve import scan_config
+from cardcat.cli.serve import scan_config
+from cardcat.stack import REPO
 from catalog_api.kit.settings import Settings
-from tests.harness import REPO
 
 
 def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):

@@ -24,12 +24,12 @@ import httpx
 import numpy as np
 import pytest
 
+from cardcat.stack import REPO
 from models import detector as det
 from models import embedder as emb
 from models.geometry import read_face, rectify
 from models.quads import letterbox
 from models.sessions import Backend, TritonSession
-from tests.harness import REPO
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
 from training.synth import BENCH_SEED_BASE, make_photo
 

@@ -17,13 +17,13 @@ import torch
 from doctr.datasets import VOCABS
 from rapidfuzz import fuzz
 
+from cardcat.stack import SHARED_CATALOG, require_shared
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import read_face
 from models.ocr import FOOTER, NAME, WEIGHTS, PrintRead, PrintReader
 from models.ocr_net import build_model
 from models.ocr_text import vote
 from serve_app.fusion import Thresholds, snap_code
-from tests.harness import SHARED_CATALOG, require_shared
 from training.ocr.data import VOCAB, CardText, catalog_texts
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 

@@ -27,9 +27,9 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from core.devices import resolve_device
 from models.detector import CardDetector, DetectorConfig
 from models.detector_net import build_net, read_net
-from serve_app.config import resolve_device
 from training.curves import Panel, Series
 from training.detector.data import PhotoBatches, face_paths, fixed_batch
 from training.detector.evaluate import make_photos, score

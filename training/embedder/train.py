@@ -27,11 +27,11 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from core.devices import resolve_device
 from models.checkpoints import atomic_save, fp16_state
 from models.embedder import prepare
 from models.embedder_net import build_net, to_tensor
 from models.geometry import read_face
-from serve_app.config import resolve_device
 from training.curves import Panel, Series
 from training.embedder import export_onnx
 from training.embedder.data import (

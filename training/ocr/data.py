@@ -29,7 +29,7 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from catalog_api.ingest.feed import card_name, feed_path, read_jsonl
-from catalog_api.kit.cardtext import footer_line, printed_number
+from core.cardtext import footer_line, printed_number
 from models.geometry import read_face
 from models.ocr import CANVAS_H, CANVAS_W, FOOTER, NAME, Region, region_quad, warp
 from models.ocr_net import to_tensor

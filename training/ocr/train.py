@@ -22,11 +22,11 @@ from rapidfuzz.distance import Levenshtein
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from core.devices import resolve_device
 from models.checkpoints import fp16_state
 from models.ocr import WEIGHTS
 from models.ocr_net import build_model, crnn_features, crnn_logits
 from models.ocr_text import ctc_greedy
-from serve_app.config import resolve_device
 from training.curves import Panel, Series
 from training.ocr.data import IGNORE, VOCAB, LineBatches, LineSampler, catalog_texts, collate, is_eval_card
 from training.renders import DEFAULT_CACHE, SHARED, read_manifest

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import click
 
-from catalog_api.cli.bulk import bulk
-from catalog_api.cli.catalog import catalog, index
-from catalog_api.cli.db import db
-from catalog_api.cli.events import events, webhooks
-from catalog_api.cli.keys import keys
-from catalog_api.cli.prices import prices
-from catalog_api.cli.serve import demo, serve
+from cardcat.cli.bulk import bulk
+from cardcat.cli.catalog import catalog, index
+from cardcat.cli.db import db
+from cardcat.cli.events import events, webhooks
+from cardcat.cli.keys import keys
+from cardcat.cli.prices import prices
+from cardcat.cli.serve import demo, serve
 
 
 @click.group()

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from catalog_api.cli.bulk import refresh_bulk_in_background
-from catalog_api.cli.catalog import catalog_sync, index_build
-from catalog_api.cli.db import db_upgrade
-from catalog_api.cli.keys import keys_create
-from catalog_api.cli.prices import prices_sync
+from cardcat.cli.bulk import refresh_bulk_in_background
+from cardcat.cli.catalog import catalog_sync, index_build
+from cardcat.cli.db import db_upgrade
+from cardcat.cli.keys import keys_create
+from cardcat.cli.prices import prices_sync
 from catalog_api.kit.settings import REPO_ROOT, Settings, get_settings
 
 if TYPE_CHECKING:  # the scanner's package is imported only when the scanner starts
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the scanner's package is imported only when the scanner sta
 
 SHARED_CATALOG = REPO_ROOT.parent / "shared" / "catalog"
 # This command line run as a child process (the deliverer, the workers of `serve`).
-CARDCAT = [sys.executable, "-m", "catalog_api.cli"]
+CARDCAT = [sys.executable, "-m", "cardcat.cli"]
 # prometheus_client's multiprocess directory (catalog_api.kit.metrics).
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -155,9 +155,7 @@ def _run_uvicorn(settings: Settings, host: str, port: int, workers: int) -> None
 
     from catalog_api.ops.access_log import uvicorn_log_config
 
-    app: Any = (
-        "catalog_api.cli.serve:ingress_app" if workers > 1 else functools.partial(ingress_app, settings)
-    )
+    app: Any = "cardcat.cli.serve:ingress_app" if workers > 1 else functools.partial(ingress_app, settings)
     uvicorn.run(
         app,
         factory=True,

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from catalog_api.cli.bulk import refresh_bulk
+from cardcat.cli.bulk import refresh_bulk
 from catalog_api.kit.settings import get_settings
 
 
@@ -42,7 +42,7 @@ def catalog_sync(source: Path, images: Path | None, quiet: bool) -> None:
     summary: dict[str, Any] = {**report.summary(), "seconds": round(time.perf_counter() - started, 2)}
     if (settings.index_dir / "meta.json").exists() and images is not None:
         # Keep the scanner's index current: re-embed the cards this sync created or changed.
-        from serve_app.indexing import refresh_index
+        from catalog_api.scan.indexing import refresh_index
 
         summary["index_refreshed"] = refresh_index(
             settings, engine, report.cards_created + report.cards_updated
@@ -74,7 +74,7 @@ def index() -> None:
 def index_build(weights: Path | None, quiet: bool) -> None:
     """Embed every hosted card face (batched, resumable) and swap the new index in."""
     from catalog_api.kit.db import make_engine
-    from serve_app.indexing import build_index
+    from catalog_api.scan.indexing import build_index
 
     settings = get_settings()
     engine = make_engine(settings)

@@ -1,5 +1,10 @@
-"""A local cardcat deployment for tests and benchmarks: a database (PostgreSQL or SQLite), a data dir,
-the real `cardcat` CLI and real server processes on loopback."""
+"""A local cardcat deployment for tests, benchmarks and a developer's shell: a database (PostgreSQL or
+SQLite), a data dir, the real `cardcat` CLI and real server processes on loopback, with the scanner
+when asked (`launch_scanner`).
+
+What it needs and cannot find (PostgreSQL, Redis, ../shared) raises `StackUnavailable` naming it: the
+test suite turns that into a skip, or a failure under CI=true (tests/conftest.py); a benchmark stops
+with the message."""
 
 from __future__ import annotations
 
@@ -13,11 +18,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import psycopg
-import pytest
 import redis
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +30,7 @@ SHARED_CATALOG = SHARED / "catalog"
 PG_ADMIN_URL = os.environ.get("CARDCAT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("CARDCAT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 IN_CI = os.environ.get("CI") == "true"
-CARDCAT = [sys.executable, "-m", "catalog_api.cli"]
+CARDCAT = [sys.executable, "-m", "cardcat.cli"]
 # Expansions the fast tests load: reprints that share artwork (base1/base4), duplicate printings (ex14),
 # rarity "None" (2011bw), French-only names (2013bw), TG/SV numbers (swsh10tg, sma), "001" (miscp),
 # numeric and non-numeric numbers in one expansion (col1), cards without printings (swshp).
@@ -45,34 +49,21 @@ SUBSET = (
 )
 
 
-def unavailable(what: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{what} (CI=true requires it)")
-    pytest.skip(what)
+class StackUnavailable(RuntimeError):
+    """Something the stack needs is not here; tests skip on it, or fail under CI=true."""
 
 
-def base1_faces(count: int, tmp_dir: Path) -> list[Any]:
-    """The first `count` base1 card faces (held out of every model's training), RGB uint8: from the render
-    cache when it has them, else rendered into `tmp_dir` from ../shared (the caller skips without it)."""
-    from models.geometry import read_face
-    from training.renders import DEFAULT_CACHE, SHARED, read_manifest, render_catalog
+class SharedMissing(StackUnavailable):
+    """../shared is not beside the checkout: tests skip on it even under CI=true (a clone may lack it)."""
 
-    cache = DEFAULT_CACHE / "catalog"
-    manifest = read_manifest(cache / "manifest.jsonl") if (cache / "manifest.jsonl").exists() else {}
-    paths = [cache / info["high"] for cid, info in sorted(manifest.items()) if cid.startswith("base1-")][
-        :count
-    ]
-    if len([p for p in paths if p.exists()]) < count:
-        rendered = read_manifest(
-            render_catalog(SHARED / "catalog", tmp_dir, ["base1"], limit=count, progress=False)
-        )
-        paths = [tmp_dir / info["high"] for info in rendered.values()]
-    return [read_face(Path(p)) for p in paths]
+
+def unavailable(what: str) -> NoReturn:
+    raise StackUnavailable(what)
 
 
 def require_shared() -> None:
     if not (SHARED_CATALOG / "cards.jsonl.gz").exists():
-        pytest.skip("../shared/catalog is not beside the checkout (it holds the real catalog feed)")
+        raise SharedMissing("../shared/catalog is not beside the checkout (it holds the real catalog feed)")
 
 
 def _pg_ok() -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from tests.harness import free_port, unavailable
+from cardcat.stack import free_port, unavailable
 
 RAY = str(Path(sys.executable).with_name("ray"))
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from PIL import Image
 
-from catalog_api.kit.errors import APIError, UnsupportedImage
+from core.errors import APIError, UnsupportedImage
 
 # The spec's cap on a scan photo's bytes, on the ingress (while streaming) and on the scanner's own route.
 MAX_IMAGE_BYTES = 10 * 1024 * 1024

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from catalog_api.cli.bulk import refresh_bulk
+from cardcat.cli.bulk import refresh_bulk
 from catalog_api.kit.settings import get_settings
 
 

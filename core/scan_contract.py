@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-from catalog_api.kit.errors import APIError, BadRequest, UnsupportedImage
+from core.errors import APIError, BadRequest, ScanUnavailable, UnsupportedImage
 
 UnidentifiedReason = Literal["print_unreadable", "no_confident_match"]
 
@@ -74,3 +74,19 @@ def refusal_error(error: ScanError) -> APIError:
 def unidentified_answer(decision: ScanDecision) -> Unidentified:
     """Why a scan answers no card: the scanner's reason, else that no catalog card matched."""
     return decision["unidentified"] or {"reason": "no_confident_match", "message": CATALOG_MATCHES_NOTHING}
+
+
+# A scan is a pure function of its photo, so a call that died with its replica (or hit an app being
+# redeployed) is tried once more, when Ray has routed around the dead replica; if that fails too the
+# client is told when to come back: replicas restart in seconds.
+ATTEMPTS = 2
+RETRY_AFTER_S = 2
+# A call Ray cannot place (the app deleted, or every replica gone and none yet restarted) waits for a
+# replica rather than failing; past this the client is told to come back instead of waiting on.
+CALL_TIMEOUT_S = 60.0
+
+
+def unavailable(message: str) -> ScanUnavailable:
+    """`503 scan_unavailable` with the Retry-After both scan clients send (`catalog_api.scan.client`,
+    `serve_app.ingress`)."""
+    return ScanUnavailable(message, headers={"Retry-After": str(RETRY_AFTER_S)})
