@@ -3,6 +3,12 @@ data loaded through the real `cardcat` CLI (see cardcat/stack.py).
 
 PostgreSQL and Redis default to 127.0.0.1 (override with CARDCAT_TEST_POSTGRES_URL / CARDCAT_TEST_REDIS_URL).
 Where they are missing, their tests skip saying why; with CI=true they fail instead.
+
+Two tiers. A test is `slow` when it is marked so, or when its module starts what takes seconds to
+minutes (SLOW_STARTS: a stack or server process of its own, Ray, the scanner, a browser, a private
+database server, a renderer, the fuzzer). `bash .ci/test --fast` (`-m "not slow"`) runs the rest: the
+pure logic of every package and the catalog's session stack on both backends (`service`);
+`bash .ci/test` runs everything.
 """
 
 from __future__ import annotations
@@ -31,6 +37,41 @@ from cardcat.stack import (  # noqa: F401  (re-exported for the test modules)
     require_shared,
     write_subset_feed,
 )
+
+# What, written in a test module, makes its tests slow: each starts a stack, a server process, a
+# cluster, a browser or a renderer, trains a model or fuzzes (the session's catalog stack, `service`,
+# and in-process `ServerThread`s stay in the fast tier).
+SLOW_STARTS = (
+    "launch(",
+    "launch_scanner(",
+    "Service(",
+    ".start(",
+    "--scan",
+    "fresh",
+    "subprocess",
+    "ray.init(",
+    "serve.run(",
+    "TwoNodeCluster(",
+    "PrivatePostgres(",
+    "PrivateRedis(",
+    "playwright",
+    "schemathesis",
+    "render_catalog(",
+    "base1_faces(",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tier (see the module's docstring), so `-m "not slow"` leaves it out. A module is
+    one tier: its tests share module-scoped stacks, whose start the first test of the module pays."""
+    slow_modules: dict[Path, bool] = {}
+    for item in items:
+        path = Path(item.fspath)
+        if path not in slow_modules:
+            source = path.read_text(encoding="utf-8")
+            slow_modules[path] = any(start in source for start in SLOW_STARTS)
+        if slow_modules[path]:
+            item.add_marker(pytest.mark.slow)
 
 
 def _skip_or_fail(exc: StackUnavailable) -> None:

@@ -416,21 +416,27 @@ def test_the_console_is_self_only_and_outside_the_api(catalog: Service):
     assert not [path for path in paths if path.startswith("/console")]
 
 
-def test_a_spent_budget_shows_its_wait(browser: Any, tmp_path: Path, wait_for_fresh_window: Any):
+def test_a_spent_budget_shows_its_wait(browser: Any, tmp_path: Path):
     from playwright.sync_api import expect
 
     port = free_port()
-    service = Service(create_database("sqlite", tmp_path), tmp_path / "data", {"CARDCAT_RATE_LIMIT": "2"})
+    # A day-long window: no slot boundary falls inside the test, so nothing waits for a fresh one.
+    limits = {"CARDCAT_RATE_LIMIT": "2", "CARDCAT_RATE_WINDOW_S": "86400"}
+    service = Service(create_database("sqlite", tmp_path), tmp_path / "data", limits)
     try:
         service.cli("db", "upgrade")
         service.key = service.new_key()
         service.start(port=port)
-        # Windows are fixed slots: three calls straddling a slot's end would meet no 429. (The probe has no
-        # key: it counts against the address, not the key the page spends.)
-        with httpx.Client(base_url=service.base_url, timeout=10) as client:
-            wait_for_fresh_window(client)
         console = ConsolePage(browser, service.base_url)
-        page = console.open("", key=service.key)  # two calls: the expansions and the first page
+        page = console.open("")
+        # The key brings two calls, the expansions and the first page; both are answered before the
+        # third call (a click while the first page is in flight may replace it, and no 429 comes).
+        with (
+            page.expect_response(lambda r: "/v1/expansions?" in r.url, timeout=TIMEOUT_MS),
+            page.expect_response(lambda r: "/v1/cards?" in r.url, timeout=TIMEOUT_MS),
+        ):
+            page.fill("#key-input", service.key)
+            page.click("#key-form button[type=submit]")
         page.click("#search-form button[type=submit]")
         message = page.locator("#message")
         expect(message).to_contain_text("request budget is spent. Try again in", timeout=TIMEOUT_MS)
