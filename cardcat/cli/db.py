@@ -27,8 +27,8 @@ def _encrypt_plain_webhook_secrets() -> None:
 
     from catalog_api.events.endpoints import reseal_secrets
     from catalog_api.events.secret_box import PREFIX, webhook_box
+    from catalog_api.events.tables import WebhookEndpoint
     from catalog_api.kit.db import make_engine
-    from catalog_api.kit.models import WebhookEndpoint
     from catalog_api.kit.secret_store import SecretStoreError
     from catalog_api.kit.settings import get_settings
 

@@ -39,7 +39,7 @@ from starlette.responses import FileResponse
 from catalog_api.access import ratelimit
 from catalog_api.access.keys import bearer_token, hash_key, is_expired, key_bucket
 from catalog_api.access.ratelimit import Decision, RateLimiter
-from catalog_api.kit.models import ApiKey
+from catalog_api.access.tables import ApiKey
 from catalog_api.kit.schemas import ErrorEnvelope
 from catalog_api.kit.settings import Settings
 from core.errors import APIError, NotFound, RateLimited

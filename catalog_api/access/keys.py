@@ -14,9 +14,9 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
 
+from catalog_api.access.tables import ApiKey
 from catalog_api.access.unknown_keys import UnknownKeys
 from catalog_api.kit.http_errors import is_database_down
-from catalog_api.kit.models import ApiKey
 
 KEY_PATTERN = re.compile(r"cc_[A-Za-z0-9_-]{43}")
 

@@ -53,9 +53,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from catalog_api.events.endpoints import URLRefused, endpoint_target, reseal_secrets, resolve
 from catalog_api.events.secret_box import SealError, webhook_box
 from catalog_api.events.signing import signed_headers
+from catalog_api.events.tables import Delivery, Event, WebhookEndpoint
 from catalog_api.kit.log_text import loggable
 from catalog_api.kit.metrics import WEBHOOK_DELIVERIES, WEBHOOK_FAILURES, WEBHOOK_POST_LATENCY
-from catalog_api.kit.models import Delivery, Event, WebhookEndpoint
 from catalog_api.kit.netguard import IPAddress, Target
 from catalog_api.kit.settings import Settings
 

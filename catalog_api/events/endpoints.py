@@ -20,7 +20,7 @@ from sqlalchemy import Engine, delete, func, insert, select, update
 
 from catalog_api.events.secret_box import SealError, SecretBox
 from catalog_api.events.signing import new_secret
-from catalog_api.kit.models import Delivery, WebhookEndpoint
+from catalog_api.events.tables import Delivery, WebhookEndpoint
 from catalog_api.kit.netguard import (
     PROBLEMS,
     IPAddress,

@@ -22,18 +22,16 @@ import orjson
 from sqlalchemy import DateTime, Integer, delete, insert, literal, select
 from sqlalchemy.orm import Session
 
+from catalog_api.events.tables import Delivery, Event, WebhookEndpoint
 from catalog_api.kit import records
 from catalog_api.kit.models import (
     Card,
     CardPriceCurrent,
     CardVariant,
-    Delivery,
-    Event,
     Expansion,
     Product,
     ProductPriceCurrent,
     Series,
-    WebhookEndpoint,
 )
 from catalog_api.kit.records import SUMMARY_COLUMNS
 from core.vocabulary import CONDITION_ORDER, GAME

@@ -1,4 +1,7 @@
-"""The database schema. Alembic migrations (catalog_api/migrations) are generated from these classes."""
+"""The tables more than one room reads: the catalog (series, expansions, cards, printings, products), the
+feeds' state and the current quotes. A table only one room reads lives in that room (`access/tables.py`,
+`prices/tables.py`, `events/tables.py`). Alembic migrations (catalog_api/migrations) are generated from
+all of them (`catalog_api.migrations.env` imports every module)."""
 
 from __future__ import annotations
 
@@ -129,20 +132,6 @@ class ProductExpansion(Base):
     expansion_id: Mapped[str] = mapped_column(IdString, primary_key=True, index=True)
 
 
-class ApiKey(Base):
-    """Keys are random 256-bit tokens, so a plain SHA-256 is a safe and fast hash to store."""
-
-    __tablename__ = "api_keys"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(Text)
-    prefix: Mapped[str] = mapped_column(String(16))
-    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-
 class FeedState(Base):
     """One row per upstream feed: when it last synced and the newest observation it holds."""
 
@@ -171,16 +160,6 @@ class Quote:
     listing_count: Mapped[int | None] = mapped_column(Integer)
 
 
-class CardPrice(Quote, Base):
-    # Keyed by day first: a day's rows append at the right edge of the index instead of landing all over
-    # a 200 MB B-tree (the bulk load's bottleneck once the log outgrows the buffer cache).
-    __tablename__ = "card_prices"
-
-    observed_on: Mapped[str] = mapped_column(String(10), primary_key=True)
-    variant_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    condition: Mapped[str] = mapped_column(String(8), primary_key=True)
-
-
 class CardPriceCurrent(Quote, Base):
     __tablename__ = "card_prices_current"
 
@@ -205,113 +184,3 @@ class ProductPriceCurrent(Quote, Base):
     variant: Mapped[str] = mapped_column(Text, primary_key=True)
     condition: Mapped[str] = mapped_column(String(8), primary_key=True)
     observed_on: Mapped[str] = mapped_column(String(10))
-
-
-class PriceFile(Base):
-    """Each daily feed file loaded, by digest: the same file again is skipped, a changed one reloaded."""
-
-    __tablename__ = "price_files"
-
-    name: Mapped[str] = mapped_column(Text, primary_key=True)
-    sha256: Mapped[str] = mapped_column(String(64))
-    rows: Mapped[int] = mapped_column(Integer)
-    loaded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-class CardMover(Base):
-    """One computed window of a card's headline printing (see catalog_api/prices/movers.py)."""
-
-    __tablename__ = "card_movers"
-
-    card_id: Mapped[str] = mapped_column(
-        IdString, ForeignKey("cards.id", ondelete="CASCADE"), primary_key=True
-    )
-    window: Mapped[str] = mapped_column(String(4), primary_key=True)
-    card_variant_id: Mapped[int] = mapped_column(Integer)
-    printing: Mapped[str] = mapped_column(Text)
-    start_cents: Mapped[int] = mapped_column(Integer)
-    end_cents: Mapped[int] = mapped_column(Integer)
-    change_cents: Mapped[int] = mapped_column(Integer)
-    change_bp: Mapped[int] = mapped_column(Integer)
-    start_as_of: Mapped[str] = mapped_column(String(10))
-    observed_on: Mapped[str] = mapped_column(String(10))
-    # Leaderboard positions within the window (1 = biggest rise / fall; null when the card did not move
-    # that way), computed when the table is rewritten so a page is one index range scan.
-    expansion_id: Mapped[str] = mapped_column(IdString)
-    gain_rank: Mapped[int | None] = mapped_column(Integer)
-    loss_rank: Mapped[int | None] = mapped_column(Integer)
-
-    __table_args__ = (
-        Index("ix_card_movers_gainers", "window", "gain_rank"),
-        Index("ix_card_movers_losers", "window", "loss_rank"),
-        Index("ix_card_movers_expansion_gainers", "window", "expansion_id", "gain_rank"),
-        Index("ix_card_movers_expansion_losers", "window", "expansion_id", "loss_rank"),
-    )
-
-
-class PriceSnapshot(Base):
-    """A published daily price file (`card_prices` or `product_prices`), as announced by its event."""
-
-    __tablename__ = "price_snapshots"
-
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    snapshot_date: Mapped[str] = mapped_column(String(10), primary_key=True)
-    file_name: Mapped[str] = mapped_column(Text)
-    rows: Mapped[int] = mapped_column(Integer)
-    subjects: Mapped[int] = mapped_column(Integer)
-    sha256: Mapped[str] = mapped_column(String(64))
-    bytes: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-# --- events -----------------------------------------------------------------------------------------
-# An outbox: events are rows written in the same transaction as the change that caused them, and each
-# active webhook endpoint gets a delivery row beside it. A crash can neither lose nor invent an event.
-
-
-class Event(Base):
-    __tablename__ = "events"
-
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    id: Mapped[str] = mapped_column(String(40), unique=True)
-    name: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    # The delivery body exactly as sent (and signed): JSON text.
-    body: Mapped[str] = mapped_column(Text)
-
-    __table_args__ = ({"sqlite_autoincrement": True},)
-
-
-class WebhookEndpoint(Base):
-    __tablename__ = "webhook_endpoints"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    url: Mapped[str] = mapped_column(Text)
-    secret: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    disabled_reason: Mapped[str | None] = mapped_column(Text)
-
-    __table_args__ = ({"sqlite_autoincrement": True},)
-
-
-class Delivery(Base):
-    """One event owed to one endpoint: pending until a 2xx, retried with backoff until then."""
-
-    __tablename__ = "deliveries"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    event_seq: Mapped[int] = mapped_column(ForeignKey("events.seq", ondelete="CASCADE"))
-    endpoint_id: Mapped[int] = mapped_column(ForeignKey("webhook_endpoints.id", ondelete="CASCADE"))
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    last_status: Mapped[int | None] = mapped_column(Integer)
-    last_error: Mapped[str | None] = mapped_column(Text)
-
-    __table_args__ = (
-        UniqueConstraint("event_seq", "endpoint_id", name="uq_deliveries_event_endpoint"),
-        Index("ix_deliveries_due", "delivered_at", "next_attempt_at"),
-        # Each endpoint's oldest undelivered event: a range of the pending rows, never the delivered history.
-        Index("ix_deliveries_pending", "delivered_at", "endpoint_id", "event_seq"),
-    )

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from alembic import context
 
-from catalog_api.kit import models  # noqa: F401  (registers the tables)
+# Every module that declares tables, so the metadata holds the whole schema.
+from catalog_api.access import tables as access_tables  # noqa: F401
+from catalog_api.events import tables as events_tables  # noqa: F401
+from catalog_api.kit import models  # noqa: F401
 from catalog_api.kit.db import Base, make_engine
 from catalog_api.kit.settings import get_settings
+from catalog_api.prices import tables as prices_tables  # noqa: F401
 
 config = context.config
 target_metadata = Base.metadata

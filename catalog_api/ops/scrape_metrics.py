@@ -26,8 +26,9 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from catalog_api.events.tables import Delivery, Event, WebhookEndpoint
 from catalog_api.kit.metrics import multiprocess_dir
-from catalog_api.kit.models import Delivery, Event, FeedState, WebhookEndpoint
+from catalog_api.kit.models import FeedState
 from catalog_api.kit.settings import Settings
 
 log = logging.getLogger("cardcat.metrics")

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import delete, insert
 from sqlalchemy.orm import Session
 
-from catalog_api.kit.models import CardMover
+from catalog_api.prices.tables import CardMover
 
 WINDOWS = {"1d": 1, "7d": 7, "30d": 30}
 

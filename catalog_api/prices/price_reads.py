@@ -11,9 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog_api.kit import records
-from catalog_api.kit.models import CardMover, CardPriceCurrent, CardVariant
+from catalog_api.kit.models import CardPriceCurrent, CardVariant
 from catalog_api.kit.pagination import PositionShape, sendable
 from catalog_api.prices.movers import WINDOWS
+from catalog_api.prices.tables import CardMover
 from core.vocabulary import CONDITION_ORDER
 
 # What a movers cursor's position holds: the precomputed rank.

@@ -33,10 +33,11 @@ from tqdm import tqdm
 
 from catalog_api.events import outbox as events
 from catalog_api.kit.feed_state import mark_synced
-from catalog_api.kit.models import CardVariant, PriceFile, Product
+from catalog_api.kit.models import CardVariant, Product
 from catalog_api.kit.settings import Settings
 from catalog_api.prices import movers
 from catalog_api.prices import snapshot_files as snapshots
+from catalog_api.prices.tables import PriceFile
 
 PRICE_FIELDS = ("market", "low", "high", "listing_count")
 

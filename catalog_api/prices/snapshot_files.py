@@ -31,9 +31,9 @@ import orjson
 from sqlalchemy.orm import Session
 
 from catalog_api.events import outbox as events
-from catalog_api.kit.models import PriceSnapshot
 from catalog_api.kit.private_files import private_dir, write_private
 from catalog_api.kit.settings import Settings
+from catalog_api.prices.tables import PriceSnapshot
 from core.vocabulary import CONDITION_ORDER
 
 KINDS = ("card_prices", "product_prices")
