@@ -133,8 +133,13 @@ def origin_app(drip_every_s: float) -> Any:
     async def endless(_request: Request) -> Response:
         async def body() -> AsyncIterator[bytes]:
             chunk = bytes(64 * 1024)
-            while True:  # chunked, no Content-Length, never ends
+            while True:  # chunked, no Content-Length, never ends while the client reads
                 yield chunk
+                # Back to the event loop between chunks, so Starlette's disconnect listener can end the
+                # stream: without it the loop never yields once the client hangs up, and the origin's
+                # thread spun on the GIL for the rest of the test session (a later test in the same
+                # process took 65 s instead of 1).
+                await asyncio.sleep(0)
 
         return StreamingResponse(body(), media_type="image/png")
 

@@ -89,3 +89,17 @@ def test_a_slow_drip_is_cut_off_at_the_overall_deadline(intake: IntakeServer, or
     assert "longer than 3 seconds" in error["message"], error
     assert TIMEOUT_S - 0.5 < elapsed < TIMEOUT_S + 1.5, f"took {elapsed:.1f} s"
     assert growth < MAX_GROWTH
+
+
+def test_the_hostile_origin_stops_sending_once_its_client_hangs_up(
+    intake: IntakeServer, origin: HostileOrigin
+) -> None:
+    """Last in the module, after every attack: the origin's thread sits idle once the intake has cut its
+    reads off. Before, `/endless` never returned to the event loop, so Starlette never saw the
+    disconnect and the thread kept a core busy for the rest of the pytest process (a later test took
+    65 s instead of 1)."""
+    attack(intake, origin.url("/endless"))
+    time.sleep(0.5)  # the disconnect reaches the origin's loop
+    started = time.process_time()
+    time.sleep(2)
+    assert time.process_time() - started < 0.5, "a thread of this process kept computing while idle"
