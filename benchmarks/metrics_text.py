@@ -1,4 +1,5 @@
-"""Reading a Prometheus scrape in tests: prometheus_client's own parser, and sums over label subsets."""
+"""Reading a Prometheus scrape in benchmarks and tests: prometheus_client's own parser, and sums over
+label subsets."""
 
 from __future__ import annotations
 

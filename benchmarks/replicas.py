@@ -1,5 +1,5 @@
-"""What the scanner fault tests share: photos of indexed TG cards, the processes of a deployment, and a
-scan load to run while something breaks."""
+"""What the scanner fault tests and `benchmarks/faults.py` share: photos of indexed TG cards, the
+processes of a deployment, and a scan load to run while something breaks."""
 
 from __future__ import annotations
 

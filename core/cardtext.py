@@ -1,7 +1,7 @@
 """How a card's collector number and footer are written: the rules search, ingest and the scanner share.
 
 They lived in the feed parser, so search (a read) and the scanner's fusion depended on the ingest
-module; here they depend only on the kit."""
+module; here, in `core`, they depend on nothing of ours."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 The ingress runs `probe_image` before sending a photo on (junk and decompression bombs are refused
 cheaply, in uvicorn); the scanner (`serve_app.decoding`) opens the photo through the same `opened`
 before decoding its pixels, so both refuse exactly the same bytes. It lived in `serve_app.decoding`,
-which made the ingress import the scanner; it needs only Pillow, so it sits in the kit.
+which made the ingress import the scanner; it needs only Pillow, so it sits in `core`,
+which both sides import.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from cardcat.stack import (  # noqa: F401  (re-exported for the test modules)
 )
 
 # What, written in a test module, makes its tests slow: each starts a stack, a server process, a
-# cluster, a browser or a renderer, trains a model or fuzzes (the session's catalog stack, `service`,
+# cluster, a browser or the face renderer, or fuzzes (the session's catalog stack, `service`,
 # and in-process `ServerThread`s stay in the fast tier).
 SLOW_STARTS = (
     "launch(",
