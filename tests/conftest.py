@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,28 +74,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
-def _skip_or_fail(exc: StackUnavailable) -> None:
-    """What the stack could not find: a skip saying why, or under CI=true a failure (CI has everything
-    but ../shared, whose absence a clone is allowed)."""
-    if IN_CI and not isinstance(exc, SharedMissing):
-        pytest.fail(f"{exc} (CI=true requires it)")
-    pytest.skip(str(exc))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Any:
+def _stack_unavailable_as_skip(item: pytest.Item) -> Generator[None, Any, Any]:
+    """What the stack could not find, in a fixture's set-up or in a test's body: a skip saying why, or
+    under CI=true a failure (CI has everything but ../shared, whose absence a clone is allowed)."""
     try:
         return (yield)
     except StackUnavailable as exc:
-        _skip_or_fail(exc)
+        if IN_CI and not isinstance(exc, SharedMissing):
+            pytest.fail(f"{exc} (CI=true requires it)")
+        pytest.skip(str(exc))
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    try:
-        return (yield)
-    except StackUnavailable as exc:
-        _skip_or_fail(exc)
+pytest_runtest_setup = pytest_runtest_call = pytest.hookimpl(wrapper=True)(_stack_unavailable_as_skip)
 
 
 @pytest.fixture(scope="session")
