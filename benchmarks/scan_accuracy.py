@@ -124,6 +124,41 @@ def sample_cards(
     return [str(c) for c in picks]
 
 
+def photo_jobs(
+    maker: str,
+    hard_bucket: str,
+    counts: dict[str, int],
+    card_ids: list[str],
+    manifest: dict[str, dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The benchmark's photos as jobs (`job_photo` draws each): `counts` standard, hard and no-card photos
+    of `maker` at its seeds, the cards half from shared artworks, each job tagged with its artwork kind.
+    `benchmarks/detector_makers.py` judges the detector alone on the same photos."""
+    jobs: list[dict[str, Any]] = []
+    base = HELDOUT_SEED_BASE if maker == "heldout" else SEED_BASE
+    for kind, offset in (("standard", 0), ("hard", 1_000_000)):
+        for i, card_id in enumerate(sample_cards(card_ids, manifest, counts[kind], base + offset)):
+            jobs.append(
+                {
+                    "kind": kind,
+                    "maker": maker,
+                    "bucket": hard_bucket if kind == "hard" else kind,
+                    "card_id": card_id,
+                    "seed": base + offset + i,
+                    "face": str(DEFAULT_CACHE / "catalog" / card_id / "high.jpg"),
+                }
+            )
+    jobs += [
+        {"kind": "nocard", "maker": maker, "bucket": hard_bucket, "seed": base + 2_000_000 + i}
+        for i in range(counts["nocard"])
+    ]
+    groups = Counter(manifest[c]["artwork_key"] for c in card_ids)
+    for job in jobs:
+        if "card_id" in job:
+            job["artwork"] = "shared" if groups[manifest[job["card_id"]]["artwork_key"]] > 1 else "unique"
+    return jobs
+
+
 def jpeg(image: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format="JPEG", quality=90)
@@ -227,36 +262,13 @@ def main() -> int:
         for model in MODELS:
             if getattr(args, f"{model}_runtime") is not None:
                 scanner_env[f"CARDCAT_SCAN_{model.upper()}_RUNTIME"] = getattr(args, f"{model}_runtime")
-        service = launch_scanner(Path(tmp), tuple(expansions), **scanner_env)
+        service = launch_scanner(Path(tmp), tuple(expansions), env=scanner_env)
         # The held-out maker has one hard kind; synth's hard photos come from the chosen bucket.
         hard_bucket = "hard" if args.maker == "heldout" else args.hard_bucket
         setup_s = time.perf_counter() - started
         try:
-            jobs: list[dict[str, Any]] = []
-            base = HELDOUT_SEED_BASE if args.maker == "heldout" else SEED_BASE
-            for kind, count, offset in (("standard", args.standard, 0), ("hard", args.hard, 1_000_000)):
-                for i, card_id in enumerate(sample_cards(card_ids, manifest, count, base + offset)):
-                    face = DEFAULT_CACHE / "catalog" / card_id / "high.jpg"
-                    jobs.append(
-                        {
-                            "kind": kind,
-                            "maker": args.maker,
-                            "bucket": hard_bucket if kind == "hard" else kind,
-                            "card_id": card_id,
-                            "seed": base + offset + i,
-                            "face": str(face),
-                        }
-                    )
-            jobs += [
-                {"kind": "nocard", "maker": args.maker, "bucket": hard_bucket, "seed": base + 2_000_000 + i}
-                for i in range(args.nocard)
-            ]
-            groups = Counter(manifest[c]["artwork_key"] for c in card_ids)
-            for job in jobs:
-                if "card_id" in job:
-                    job["artwork"] = (
-                        "shared" if groups[manifest[job["card_id"]]["artwork_key"]] > 1 else "unique"
-                    )
+            counts = {"standard": args.standard, "hard": args.hard, "nocard": args.nocard}
+            jobs = photo_jobs(args.maker, hard_bucket, counts, card_ids, manifest)
             print(f"sending {len(jobs)} photos at concurrency {args.concurrency}", flush=True)
             asyncio.run(send_all(service.base_url, service.key, jobs, args.concurrency))
         finally:

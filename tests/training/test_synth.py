@@ -1,5 +1,6 @@
 """The synthetic photo buckets (`training.synth`): #13's hard effects each visible in a photo, the ground
-truth corners on the pasted card, determinism, and `hard-v1` still today's photos pixel for pixel.
+truth corners on the pasted card, determinism, `hard-v1` still today's photos pixel for pixel, and #43's
+`harsh` bucket (a lamp's reflection anywhere, smaller and darker) without moving a `hard` photo.
 
 Fast and self-contained: the face is drawn here, so no ../shared is needed. Most checks compare a photo
 with one effect switched on against the same seed with it off (each effect draws from its own random
@@ -22,10 +23,13 @@ from training.synth import (
     FACE_H,
     FACE_W,
     FOOTER_ROW,
+    HARSH_AREA,
+    HARSH_LAMP_SPOTS,
     NAME_ROW,
     HardLook,
     Photo,
     hard_look,
+    harsh_look,
     make_nocard_photo,
     make_photo,
 )
@@ -42,6 +46,14 @@ PINNED = {
     ("hard-v1", BENCH_SEED_BASE + 6): "80da863b2fba8730",
 }
 PINNED_NOCARD = "7194fd9ef89758c4"
+# #13's `hard` bucket, recorded at edc1b5d (before #43's `harsh` bucket shared its code): the scanner's
+# hard figures are measured on these photos, so adding a bucket must not move them.
+PINNED_HARD = {
+    ("card", BENCH_SEED_BASE + 5): "ad535beba1743546",
+    ("card", BENCH_SEED_BASE + 6): "e83e3ff1c604fc1f",
+    ("nocard", BENCH_SEED_BASE + 5): "6a5ca3bcbb44d61b",
+    ("nocard", BENCH_SEED_BASE + 6): "cff80facbcdbbc1a",
+}
 
 
 def test_face() -> np.ndarray:
@@ -132,6 +144,14 @@ def test_hard_v1_gives_the_photos_hard_gave_before_13() -> None:
         nocard.update(make_nocard_photo(seed).image.tobytes())
     assert nocard.hexdigest()[:16] == PINNED_NOCARD
     assert digest(make_photo(FACE, BENCH_SEED_BASE + 5, "hard")) != PINNED[("hard-v1", BENCH_SEED_BASE + 5)]
+
+
+def test_hard_photos_stay_what_13_measured() -> None:
+    for (what, seed), want in PINNED_HARD.items():
+        p = make_photo(FACE, seed, "hard") if what == "card" else make_nocard_photo(seed, hard_bucket="hard")
+        assert digest(p) == want, (what, seed)
+    other = make_photo(FACE, BENCH_SEED_BASE + 5, "harsh")
+    assert digest(other) != PINNED_HARD[("card", BENCH_SEED_BASE + 5)]
 
 
 def test_same_seed_same_photo() -> None:
@@ -324,3 +344,42 @@ def test_background_holds_card_like_rectangles() -> None:
         if fill > 0.85 and abs(max(w, h) / max(min(w, h), 1) - CARD_ASPECT) < 0.12:
             card_like += 1
     assert card_like >= 1
+
+
+# ------------------------------------------------------------------------------ the harsh bucket (#43)
+def harsh(seed: int = SEED, **changes: object) -> Photo:
+    return make_photo(FACE, seed, "harsh", look=quiet(seed, **changes))
+
+
+def test_harsh_draws_smaller_cards_and_a_lamp_on_most_photos() -> None:
+    looks = [harsh_look(seed) for seed in range(SEED, SEED + 200)]
+    areas = [look.area for look in looks]
+    assert HARSH_AREA[0] <= min(areas) and max(areas) <= HARSH_AREA[1]
+    assert sum(a < 0.15 for a in areas) > 80  # smaller than the hard bucket ever draws
+    lamps = [look for look in looks if look.lamp > 0]
+    assert 0.7 < len(lamps) / len(looks) < 0.9
+    assert max(look.lamp for look in lamps) > 2.5  # up to three exposures: it clips
+    assert {look.lamp_spot for look in lamps} == set(HARSH_LAMP_SPOTS)
+    for seed in range(SEED, SEED + 4):  # the truth stays inside the frame at any size
+        p = make_photo(FACE, seed, "harsh")
+        assert p.corners is not None
+        h, w = p.image.shape[:2]
+        assert (p.corners >= 0).all() and (p.corners[:, 0] < w).all() and (p.corners[:, 1] < h).all()
+
+
+def test_harsh_lamp_clips_what_it_covers_on_the_card_or_beside_it() -> None:
+    """Over the art, pixels the plain photo kept below white clip to white, most where it lands; beside
+    the card, the table's gloss throws it back."""
+    plain = harsh()
+    on_art = harsh(lamp=2.5, lamp_spot="art")
+    white = lambda image: float((image.min(axis=-1) >= 250).mean())  # noqa: E731
+    assert white(face_of(on_art)) > white(face_of(plain)) + 0.05
+    assert abs(face_of(on_art)[700:].mean() - face_of(plain)[700:].mean()) < 0.5 * (
+        face_of(on_art)[100:430].mean() - face_of(plain)[100:430].mean()
+    )  # a lobe, strongest where it lands
+    beside = harsh(lamp=2.5, lamp_spot="beside")
+    assert plain.corners is not None
+    table = np.ones(plain.image.shape[:2], np.uint8)
+    cv2.fillConvexPoly(table, np.round(plain.corners).astype(np.int32), 0)
+    lift = beside.image.astype(np.float32).mean(axis=-1) - plain.image.astype(np.float32).mean(axis=-1)
+    assert lift[table == 1].max() > 100  # the table throws the lamp back too

@@ -137,7 +137,11 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
         # A share of the hard photos from the bucket before #13's: trained on #13's alone, the detector
         # lost some of hard-v1's photos (docs/hard-photos.md). Drawn only when asked for, so older
         # configs' photos stay what they were.
-        if difficulty == "hard" and cfg.get("p_hard_v1", 0.0) > 0 and rng.random() < cfg["p_hard_v1"]:
+        # #43: a share of them from the harsh bucket (a lamp's reflection anywhere, smaller, darker), also
+        # drawn only when asked for.
+        if difficulty == "hard" and cfg.get("p_harsh", 0.0) > 0 and rng.random() < cfg["p_harsh"]:
+            difficulty = "harsh"
+        elif difficulty == "hard" and cfg.get("p_hard_v1", 0.0) > 0 and rng.random() < cfg["p_hard_v1"]:
             difficulty = "hard-v1"
         touching = int(rng.integers(1, 3)) if rng.random() < cfg.get("p_touching", 0.0) else 0
         photo = make_photo(

@@ -24,7 +24,7 @@ import yaml
 
 from models.detector import CardDetector, Pixels
 from models.geometry import read_face
-from training.synth import BENCH_SEED_BASE, Photo, make_nocard_photo, make_photo
+from training.synth import BENCH_SEED_BASE, VAL_SEED_BASE, Photo, make_nocard_photo, make_photo
 
 DEFAULT_MANIFEST = Path("~/.cache/cardcat/renders/catalog/manifest.jsonl")
 GOOD_PCT = 5.0
@@ -39,7 +39,7 @@ def corner_error_pct(pred: np.ndarray, truth: np.ndarray) -> float:
 
 # Each kind's seeds start this many millions above --seed-base. hard-v1 takes the seeds `hard` had before
 # #13 made a harder bucket of that name: the same photos, so its figures compare with every earlier report.
-KIND_OFFSETS = {"standard": 0, "hard": 1, "hard-v1": 1, "nocard": 2, "nocard-hard": 3}
+KIND_OFFSETS = {"standard": 0, "hard": 1, "hard-v1": 1, "nocard": 2, "nocard-hard": 3, "harsh": 4}
 
 
 def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> list[Photo]:
@@ -111,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kinds", default="standard,hard,nocard", help=f"comma-separated, of {', '.join(KIND_OFFSETS)}"
     )
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help=f"validation photos (seeds {VAL_SEED_BASE:,} + 1,000,000 a kind, never trained on) to choose"
+        " weights or settings on, instead of the benchmark's",
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON file (default: print only)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override an inference setting"
@@ -119,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     kinds = args.kinds.split(",")
     if unknown := set(kinds) - set(KIND_OFFSETS):
         parser.error(f"unknown kinds {sorted(unknown)}; choose from {', '.join(KIND_OFFSETS)}")
-    if args.seed_base < BENCH_SEED_BASE:
+    if args.validation:
+        args.seed_base = VAL_SEED_BASE
+    elif args.seed_base < BENCH_SEED_BASE:
         parser.error(f"benchmark seeds start at {BENCH_SEED_BASE}: lower ones are training data")
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)
@@ -129,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     detector.cfg = dataclasses.replace(detector.cfg, **overrides)
     report: dict[str, Any] = {
         "weights": str(args.weights or "models/weights/detector.pt"),
+        "photos": "validation" if args.validation else "benchmark",
         "seed_base": args.seed_base,
         "held_out_faces": len(faces),
         "threads": args.threads,

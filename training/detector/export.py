@@ -69,6 +69,20 @@ def training_facts(run: Path, facts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def judged_figures(report: dict[str, Any], weights: Path) -> dict[str, Any]:
+    """The figures `benchmarks/detector_makers.py` measured for `weights` (matched by file name, as it
+    names each weights file it loaded), with the command that measures them again."""
+    for name, by_maker in report["results"].items():
+        if Path(name).resolve() == weights.resolve():
+            return {
+                "command": "benchmarks/detector_makers.py (scan_accuracy.py's photos of both makers)",
+                "counts": report["counts"],
+                "good_means_corners_within_pct": report["miss_pct"],
+                **by_maker,
+            }
+    raise SystemExit(f"{weights} is not among the judged weights: {sorted(report['results'])}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, required=True)
@@ -78,6 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         "--count", type=int, default=300, help="benchmark photos per kind when --eval is absent"
     )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="inference config")
+    parser.add_argument(
+        "--judged",
+        type=Path,
+        default=None,
+        help="benchmarks/detector_makers.py's JSON for these weights: the held-out maker's figures, for"
+        " the manifest (judged there, never chosen on; training/ never imports that maker)",
+    )
     args = parser.parse_args(argv)
     overrides = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.set)}
     facts = export(args.run, args.out, overrides)
@@ -110,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         "inference": facts["inference"],
         "metrics": metrics,
     }
+    if args.judged is not None:
+        manifest["metrics_both_makers"] = judged_figures(json.loads(args.judged.read_text()), args.out)
     json_path = args.out.with_suffix(".json")
     json_path.write_text(json.dumps(manifest, indent=2) + "\n")
     exported = export_onnx.export(args.out)  # a replica running ONNX Runtime refuses a stale export

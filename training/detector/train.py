@@ -130,12 +130,12 @@ CURVES = (
     Panel("loss", (Series("loss", "train", smooth=True), Series("val_loss", "val", "o-"))),
     Panel(
         "corner error (% card height)",
-        tuple(Series(f"{k}_err_pct", f"{k} mean corner err %", "o-") for k in ("standard", "hard")),
+        tuple(Series(f"{k}_err_pct", f"{k} mean corner err %", "o-") for k in ("standard", "hard", "harsh")),
     ),
     Panel(
         "rates",
         (
-            *(Series(f"{k}_found", f"{k} found", "o-") for k in ("standard", "hard")),
+            *(Series(f"{k}_found", f"{k} found", "o-") for k in ("standard", "hard", "harsh")),
             Series("nocard_false", "no-card false detections", "o-"),
         ),
     ),
@@ -157,7 +157,7 @@ def validate(
         loss = float(detector_loss(net(x), target, cfg["train"]))
     detector = CardDetector.from_net(net, DetectorConfig.from_dict(cfg["model"]), str(device))
     out: dict[str, Any] = {"val_loss": round(loss, 4)}
-    for kind in ("standard", "hard"):
+    for kind in ("standard", "hard", "harsh"):
         res = score(detector, photos[kind])
         out[f"{kind}_found"], out[f"{kind}_err_pct"] = res["found"], res["corner_err_pct_mean"]
     out["nocard_false"] = score(detector, photos["nocard"])["false_detections"]
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     n_val = tc["val_photos"]
     val_photos = {
         kind: make_photos(held, kind, n_val, VAL_SEED_BASE + 1000 * (i + 1))
-        for i, kind in enumerate(("standard", "hard", "nocard"))
+        for i, kind in enumerate(("standard", "hard", "nocard", "harsh"))
     }
     workers = int(cfg["data"]["workers"])
     loader = DataLoader(
