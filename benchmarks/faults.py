@@ -186,7 +186,7 @@ def fault_node(root: Path) -> dict[str, Any]:
     try:
         cluster.start()
         env = {"CARDCAT_RAY_ADDRESS": cluster.address, "CARDCAT_SCAN_REPLICAS": "2", **cluster.auth}
-        service = launch_scanner(root, ("swsh10tg",), **env)
+        service = launch_scanner(root, ("swsh10tg",), env=env)
         try:
             with Load(_scan(tg_photos(SEED)), service.base_url, service.key, clients=4).running() as load:
                 time.sleep(5)

@@ -119,7 +119,8 @@ class BareEmbedder:
     def __init__(self, *model: Any, **options: Any) -> None:
         """Takes what `build_app` binds `Embedder` with, read by `Embedder`'s own signature (not copied
         here): the index's print table, `top_k` and the batching."""
-        bound = inspect.signature(Embedder.func_or_class.__init__).bind(self, *model, **options)
+        embedder_class: Any = Embedder.func_or_class  # type: ignore[attr-defined]  # a Ray deployment
+        bound = inspect.signature(embedder_class.__init__).bind(self, *model, **options)
         bound.apply_defaults()
         index_dir, top_k = bound.arguments["index_dir"], bound.arguments["top_k"]
         batch_wait_ms = bound.arguments["batch_wait_ms"]

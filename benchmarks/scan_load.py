@@ -456,7 +456,7 @@ def main() -> int:
         service = launch_scanner(
             Path(tmp),
             tuple(expansions),
-            args.database,
+            backend=args.database,
             CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
             CARDCAT_SCAN_DETECTOR_PRECISION=args.detector_precision,
             CARDCAT_SCAN_THREADS=str(args.threads),

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -256,19 +257,20 @@ def launch(backend: str, tmp: Path, feed: Path | None, **extra_env: str) -> Serv
 def launch_scanner(
     tmp: Path,
     expansions: tuple[str, ...],
+    *,
     backend: str = "postgresql",
     port: int | None = None,
+    env: Mapping[str, str] | None = None,
     **extra_env: str,
 ) -> Service:
     """A deployment with the scanner: faces rendered (cached), synced with --images, indexed, and
-    `cardcat serve --scan` (Ray Serve behind the ingress) started."""
+    `cardcat serve --scan` (Ray Serve behind the ingress) started, with `env` and `extra_env` set."""
     from training.renders import DEFAULT_CACHE, render_catalog
 
     faces = DEFAULT_CACHE / "catalog"
     render_catalog(SHARED_CATALOG, faces, expansions, progress=False)
     feed = write_subset_feed(tmp / "feed", expansions)
-    env = dict(extra_env)
-    service = Service(create_database(backend, tmp), tmp / "data", env)
+    service = Service(create_database(backend, tmp), tmp / "data", {**(env or {}), **extra_env})
     service.cli("db", "upgrade")
     service.cli("catalog", "sync", "--from", str(feed), "--images", str(faces), "--quiet")
     service.cli("index", "build", "--quiet")
