@@ -61,17 +61,35 @@ SLOW_STARTS = (
 )
 
 
+# What, written in a test module, starts Ray Serve (the scanner, a cluster) or fills the shared face
+# cache: such modules run one after another on one pytest-xdist worker, first (`xdist_group("ray")`).
+# Two Ray clusters at once would halve each one's two cores, and the face cache is written in place.
+ONE_AT_A_TIME = (
+    "launch_scanner(", "--scan", "ray.init(", "serve.run(", "TwoNodeCluster(", "render_catalog("
+)  # fmt: skip
+RAY_GROUP = "ray"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow tier (see the module's docstring), so `-m "not slow"` leaves it out. A module is
-    one tier: its tests share module-scoped stacks, whose start the first test of the module pays."""
+    one tier: its tests share module-scoped stacks, whose start the first test of the module pays.
+
+    For `pytest -n 2 --dist loadgroup` (what `.ci/test` runs) every test gets an `xdist_group`: its
+    module, so a module's stacks start once on one worker, or `RAY_GROUP` for the modules that start
+    Ray; those go first, so their ~8 minutes run beside the rest instead of after it."""
     slow_modules: dict[Path, bool] = {}
+    ray_modules: dict[Path, bool] = {}
     for item in items:
         path = Path(item.fspath)
         if path not in slow_modules:
             source = path.read_text(encoding="utf-8")
             slow_modules[path] = any(start in source for start in SLOW_STARTS)
+            ray_modules[path] = any(start in source for start in ONE_AT_A_TIME)
         if slow_modules[path]:
             item.add_marker(pytest.mark.slow)
+        group = RAY_GROUP if ray_modules[path] else str(path.relative_to(REPO))
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not ray_modules[Path(item.fspath)])  # stable: modules keep their order
 
 
 def _stack_unavailable_as_skip(item: pytest.Item) -> Generator[None, Any, Any]:
