@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Generator, Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -62,34 +63,47 @@ SLOW_STARTS = (
 
 
 # What, written in a test module, starts Ray Serve (the scanner, a cluster) or fills the shared face
-# cache: such modules run one after another on one pytest-xdist worker, first (`xdist_group("ray")`).
-# Two Ray clusters at once would halve each one's two cores, and the face cache is written in place.
+# cache: such modules run one after another on one pytest-xdist worker, first. Two Ray clusters at once
+# would halve each one's two cores, and the face cache is written in place.
 ONE_AT_A_TIME = (
     "launch_scanner(", "--scan", "ray.init(", "serve.run(", "TwoNodeCluster(", "render_catalog("
 )  # fmt: skip
 RAY_GROUP = "ray"
 
 
+@cache
+def starts_ray(module: Path) -> bool:
+    return any(start in module.read_text(encoding="utf-8") for start in ONE_AT_A_TIME)
+
+
+@cache
+def is_slow(module: Path) -> bool:
+    return any(start in module.read_text(encoding="utf-8") for start in SLOW_STARTS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow tier (see the module's docstring), so `-m "not slow"` leaves it out. A module is
     one tier: its tests share module-scoped stacks, whose start the first test of the module pays.
-
-    For `pytest -n 2 --dist loadgroup` (what `.ci/test` runs) every test gets an `xdist_group`: its
-    module, so a module's stacks start once on one worker, or `RAY_GROUP` for the modules that start
-    Ray; those go first, so their ~8 minutes run beside the rest instead of after it."""
-    slow_modules: dict[Path, bool] = {}
-    ray_modules: dict[Path, bool] = {}
+    The modules that start Ray go first, so on two workers their minutes overlap the rest's."""
     for item in items:
-        path = Path(item.fspath)
-        if path not in slow_modules:
-            source = path.read_text(encoding="utf-8")
-            slow_modules[path] = any(start in source for start in SLOW_STARTS)
-            ray_modules[path] = any(start in source for start in ONE_AT_A_TIME)
-        if slow_modules[path]:
+        if is_slow(Path(item.fspath)):
             item.add_marker(pytest.mark.slow)
-        group = RAY_GROUP if ray_modules[path] else str(path.relative_to(REPO))
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not ray_modules[Path(item.fspath)])  # stable: modules keep their order
+    items.sort(key=lambda item: not starts_ray(Path(item.fspath)))  # stable: modules keep their order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`pytest -n 2` (what `.ci/test` runs): a module's tests on one worker, so its module-scoped stacks
+    start once, and every module that starts Ray on one worker, one after another (`RAY_GROUP`). Its
+    own `--dist loadgroup` cannot do this under pytest 9 (it renames node ids, which pytest 9 ignores)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndRay(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return RAY_GROUP if starts_ray(REPO / module) else module
+
+    return ModulesAndRay(config, log)
 
 
 def _stack_unavailable_as_skip(item: pytest.Item) -> Generator[None, Any, Any]:
