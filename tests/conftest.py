@@ -72,13 +72,17 @@ RAY_GROUP = "ray"
 
 
 @cache
+def _source(module: Path) -> str:
+    """A test module's text, read once for both questions below (and by xdist's controller)."""
+    return module.read_text(encoding="utf-8")
+
+
 def starts_ray(module: Path) -> bool:
-    return any(start in module.read_text(encoding="utf-8") for start in ONE_AT_A_TIME)
+    return any(start in _source(module) for start in ONE_AT_A_TIME)
 
 
-@cache
 def is_slow(module: Path) -> bool:
-    return any(start in module.read_text(encoding="utf-8") for start in SLOW_STARTS)
+    return any(start in _source(module) for start in SLOW_STARTS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -70,8 +70,8 @@ def training_facts(run: Path, facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def judged_figures(report: dict[str, Any], weights: Path) -> dict[str, Any]:
-    """The figures `benchmarks/detector_makers.py` measured for `weights` (matched by file name, as it
-    names each weights file it loaded), with the command that measures them again."""
+    """The figures `benchmarks/detector_makers.py` measured for `weights` (its report is keyed by the
+    path of each weights file it loaded; matched here after resolving both), with how to measure again."""
     for name, by_maker in report["results"].items():
         if Path(name).resolve() == weights.resolve():
             return {

@@ -126,16 +126,18 @@ def training_loss(
     return (1 - weight) * loss + weight * detector_loss(logits, soft, tc)
 
 
+# The card-photo kinds validation scores (found, corner error); no-card photos count false detections.
+SCORED_KINDS = ("standard", "hard", "harsh")
 CURVES = (
     Panel("loss", (Series("loss", "train", smooth=True), Series("val_loss", "val", "o-"))),
     Panel(
         "corner error (% card height)",
-        tuple(Series(f"{k}_err_pct", f"{k} mean corner err %", "o-") for k in ("standard", "hard", "harsh")),
+        tuple(Series(f"{k}_err_pct", f"{k} mean corner err %", "o-") for k in SCORED_KINDS),
     ),
     Panel(
         "rates",
         (
-            *(Series(f"{k}_found", f"{k} found", "o-") for k in ("standard", "hard", "harsh")),
+            *(Series(f"{k}_found", f"{k} found", "o-") for k in SCORED_KINDS),
             Series("nocard_false", "no-card false detections", "o-"),
         ),
     ),
@@ -157,7 +159,7 @@ def validate(
         loss = float(detector_loss(net(x), target, cfg["train"]))
     detector = CardDetector.from_net(net, DetectorConfig.from_dict(cfg["model"]), str(device))
     out: dict[str, Any] = {"val_loss": round(loss, 4)}
-    for kind in ("standard", "hard", "harsh"):
+    for kind in SCORED_KINDS:
         res = score(detector, photos[kind])
         out[f"{kind}_found"], out[f"{kind}_err_pct"] = res["found"], res["corner_err_pct_mean"]
     out["nocard_false"] = score(detector, photos["nocard"])["false_detections"]
