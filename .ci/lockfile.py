@@ -1,8 +1,9 @@
-"""requirements.lock's stamp: the sha256 of the dependency lists it was compiled from.
+"""The locks' stamp: the sha256 of the dependency lists they were compiled from.
 
-`bash .ci/lock` compiles the lock from pyproject.toml and clients/python/pyproject.toml and then runs
-`python3 .ci/lockfile.py stamp requirements.lock`, which writes this digest into the lock's header;
-`.ci/test` runs `python3 .ci/lockfile.py check requirements.lock` first, and tests/test_lockfile.py
+`bash .ci/lock` compiles requirements.lock (the service) and requirements-dev.lock (the service and the
+dev extra) from pyproject.toml and clients/python/pyproject.toml and then runs
+`python3 .ci/lockfile.py stamp <lock>` on each, which writes this digest into the lock's header;
+`.ci/test` runs `python3 .ci/lockfile.py check <lock>` on both first, and tests/test_lockfile.py
 recomputes it too, so a dependency changed in either pyproject.toml without a new lock fails at once
 instead of installing something other than what was reviewed. Standard library only (Python 3.11+): it
 runs before any virtual environment exists.
@@ -65,5 +66,5 @@ def check(lock: Path, repo: Path = REPO) -> None:
 if __name__ == "__main__":
     commands = {"stamp": stamp, "check": check}
     if len(sys.argv) != 3 or sys.argv[1] not in commands:
-        sys.exit("usage: python3 .ci/lockfile.py stamp|check requirements.lock")
+        sys.exit("usage: python3 .ci/lockfile.py stamp|check requirements.lock|requirements-dev.lock")
     commands[sys.argv[1]](Path(sys.argv[2]))
