@@ -297,8 +297,10 @@ def _clone(template: Service, tmp: Path) -> Database:
         shutil.copytree(template.data_dir, tmp / "data", dirs_exist_ok=True)
     if template.db.backend == "sqlite":
         db = create_database("sqlite", tmp)
+        path = db.url.removeprefix("sqlite:///")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # private from the start, as the CLI's
         source = sqlite3.connect(template.db.url.removeprefix("sqlite:///"))
-        target = sqlite3.connect(db.url.removeprefix("sqlite:///"))
+        target = sqlite3.connect(path)
         try:
             source.backup(target)
         finally:

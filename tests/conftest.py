@@ -33,7 +33,9 @@ from cardcat.stack import (  # noqa: F401  (re-exported for the test modules)
     Service,
     SharedMissing,
     StackUnavailable,
+    free_port,
     launch,
+    launch_scanner,
     require_redis,
     require_shared,
     write_subset_feed,
@@ -59,6 +61,7 @@ SLOW_STARTS = (
     "schemathesis",
     "render_catalog(",
     "base1_faces(",
+    "scanner_stack",
 )
 
 
@@ -66,7 +69,8 @@ SLOW_STARTS = (
 # cache: such modules run one after another on one pytest-xdist worker, first. Two Ray clusters at once
 # would halve each one's two cores, and the face cache is written in place.
 ONE_AT_A_TIME = (
-    "launch_scanner(", "--scan", "ray.init(", "serve.run(", "TwoNodeCluster(", "render_catalog("
+    "launch_scanner(", "--scan", "ray.init(", "serve.run(", "TwoNodeCluster(", "render_catalog(",
+    "scanner_stack",
 )  # fmt: skip
 RAY_GROUP = "ray"
 
@@ -143,6 +147,28 @@ def service(
     svc = launch(request.param, tmp_path_factory.mktemp(request.param), feed_dir)
     yield svc
     svc.stop()
+
+
+# What the shared scanner indexes: reprints sharing artwork (base1/base4) and unique artworks (swsh10tg).
+SCANNER_EXPANSIONS = ("base1", "base4", "swsh10tg")
+
+
+@pytest.fixture(scope="session")
+def scanner_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """The scanner (`cardcat serve --scan`: Ray Serve behind the ingress, PostgreSQL, the shipped models)
+    over SCANNER_EXPANSIONS, started once for every module that only scans through it (HTTP scans, the
+    console's Scan tab, batches); each test makes its own key. Its public URL is its own address, so
+    the image URLs in its answers load. Modules that need other settings launch their own."""
+    require_shared()
+    port = free_port()
+    service = launch_scanner(
+        tmp_path_factory.mktemp("scanner"),
+        SCANNER_EXPANSIONS,
+        port=port,
+        CARDCAT_PUBLIC_URL=f"http://127.0.0.1:{port}",
+    )
+    yield service
+    service.stop()
 
 
 @pytest.fixture

@@ -20,10 +20,9 @@ from cardcat.stack import (
     Service,
     create_database,
     free_port,
-    launch_scanner,
-    require_shared,
 )
 from tests.catalog_api.helpers import ok
+from tests.conftest import SCANNER_EXPANSIONS
 from tests.console.browser import ConsolePage, chromium
 
 # The faces the scanner tests render too (cached in ~/.cache/cardcat/renders): base1/base4 share artwork.
@@ -470,17 +469,10 @@ def photo_of(card_id: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    require_shared()
-    port = free_port()
-    service = launch_scanner(
-        tmp_path_factory.mktemp("console-scan"),
-        FACES,
-        port=port,
-        CARDCAT_PUBLIC_URL=f"http://127.0.0.1:{port}",
-    )
-    yield service
-    service.stop()
+def scanner(scanner_stack: Service) -> Service:
+    """The session's scanner (tests/conftest.py): FACES indexed, image URLs on its own address."""
+    assert set(FACES) <= set(SCANNER_EXPANSIONS)
+    return scanner_stack
 
 
 @pytest.fixture

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cardcat.stack import Service, launch_scanner, require_shared
+from cardcat.stack import Service
 from catalog_api.kit.schemas import Envelope
 from catalog_api.scan.schemas import ScanResult
 from tests.catalog_api.helpers import failed, ok
+from tests.conftest import SCANNER_EXPANSIONS
 
 # base1 and base4 print the same artworks (Base Set 2 reprints): only number and set code differ.
 EXPANSIONS = ("base1", "base4", "swsh10tg")
@@ -26,11 +27,10 @@ HELD_OUT_SEED = 20_000_000
 
 
 @pytest.fixture(scope="module")
-def scanner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    require_shared()
-    service = launch_scanner(tmp_path_factory.mktemp("scan"), EXPANSIONS)
-    yield service
-    service.stop()
+def scanner(scanner_stack: Service) -> Service:
+    """The session's scanner (tests/conftest.py), which indexes EXPANSIONS."""
+    assert set(EXPANSIONS) <= set(SCANNER_EXPANSIONS)
+    return scanner_stack
 
 
 @pytest.fixture(scope="module")
