@@ -16,6 +16,8 @@ from catalog_api.access.gate import V1Gate, is_v1
 from catalog_api.access.keys import KeyVerifier
 from catalog_api.access.ratelimit import make_rate_limiter
 from catalog_api.access.unknown_keys import UnknownKeys
+from catalog_api.batches import batch_routes
+from catalog_api.batches.worker import BatchWorker
 from catalog_api.catalog import bulk_routes, card_routes, movers_routes, reference_routes
 from catalog_api.catalog.readmodel import SnapshotHolder
 from catalog_api.console import console_routes
@@ -34,6 +36,7 @@ from catalog_api.ops.http_metrics import HttpMetrics
 from catalog_api.prices import file_routes, history_routes
 from catalog_api.scan import scan_routes
 from catalog_api.scan.client import HandleClientFactory, open_scan_client
+from catalog_api.scan.scan_routes import interactive_in_flight
 from catalog_api.scan.scanning import install_scanning
 
 NOT_MODIFIED: dict[str, Any] = {
@@ -65,7 +68,10 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         scanning.scanner = await asyncio.to_thread(
             open_scan_client, settings.scan_app, settings.scan_url, settings.ray_address, handle_client
         )
+        batch_worker = BatchWorker(app.state.context, scanning, lambda: interactive_in_flight(app))
+        batch_worker.start()
         yield
+        await batch_worker.stop()
         if scanning.scanner is not None:
             await scanning.scanner.aclose()
         await limiter.close()
@@ -95,6 +101,7 @@ def create_app(settings: Settings | None = None, handle_client: HandleClientFact
         movers_routes,
         history_routes,
         scan_routes,
+        batch_routes,
         health_routes,
         image_routes,
         file_routes,

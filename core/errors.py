@@ -53,6 +53,13 @@ class MethodNotAllowed(APIError):
     status, code = 405, "bad_request"
 
 
+class Conflict(APIError):
+    """A request that contradicts the resource's state (a photo added to a closed batch) or an
+    `Idempotency-Key` already used for another request: a code the spec leaves to new endpoints."""
+
+    status, code = 409, "conflict"
+
+
 class PayloadTooLarge(APIError):
     status, code = 413, "payload_too_large"
 

@@ -137,6 +137,22 @@ class Settings(BaseSettings):
     # most a quarter more (URLs are issued on a grid, so a listing keeps its ETag a while). Each URL is
     # bound to the key that asked: revoking or expiring that key closes it at once (403).
     file_url_ttl_s: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+    # Scan batches (catalog_api.batches, docs/batches.md). Each API worker process with a scanner runs
+    # this many scans of batch photos at once; while interactive `/v1/scan` calls are in flight in that
+    # process, only `batch_lanes_when_busy` of them take new photos, so interactive scans go first.
+    batch_lanes: int = Field(default=8, ge=0, le=64)
+    batch_lanes_when_busy: int = Field(default=1, ge=0, le=64)
+    # How long a worker holds a photo before another may take it (a worker that died mid-scan), and
+    # how often an idle worker looks for photos.
+    batch_lease_s: float = Field(default=120.0, ge=1, le=3600)
+    batch_poll_s: float = Field(default=0.5, gt=0, le=60)
+    # A batch not finished this long after it was opened expires: its unscanned photos are deleted.
+    batch_ttl_s: int = Field(default=24 * 3600, ge=60, le=30 * 24 * 3600)
+    # Photos one key may add to batches in 24 h (its own budget, beside the request rate limit), the
+    # photos of one batch, and of one upload request.
+    batch_photos_per_day: int = Field(default=20_000, ge=1)
+    batch_max_photos: int = Field(default=5_000, ge=1, le=100_000)
+    batch_upload_max_photos: int = Field(default=100, ge=1, le=1000)
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -158,6 +174,11 @@ class Settings(BaseSettings):
         """Never derived from anything guessable: a forged snapshot URL could live until 2100."""
         secret = self.file_secret or stored_secrets(self.data_dir).file
         return hashlib.sha256(secret.encode()).digest()
+
+    @property
+    def batch_photo_dir(self) -> Path:
+        """Batch photos waiting for their scan (deleted once scanned, cancelled or expired)."""
+        return self.data_dir / "batches"
 
     @property
     def index_dir(self) -> Path:

@@ -6,6 +6,7 @@ from alembic import context
 
 # Every module that declares tables, so the metadata holds the whole schema.
 from catalog_api.access import tables as access_tables  # noqa: F401
+from catalog_api.batches import tables as batches_tables  # noqa: F401
 from catalog_api.events import tables as events_tables  # noqa: F401
 from catalog_api.kit import models  # noqa: F401
 from catalog_api.kit.db import Base, make_engine

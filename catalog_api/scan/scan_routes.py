@@ -17,13 +17,12 @@ from starlette.responses import Response
 
 from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
-from catalog_api.kit.images import image_urls
-from catalog_api.kit.languages import localized, parse_lang
+from catalog_api.kit.languages import parse_lang
 from catalog_api.kit.metrics import SCAN_ERROR_CODES, SCAN_STAGE_LATENCY, SCAN_STAGES, SCANS
 from catalog_api.kit.params import Lang
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
-from catalog_api.scan import card_rows
 from catalog_api.scan.admission import ScanSlots
+from catalog_api.scan.answers import outcome_of, scan_answer
 from catalog_api.scan.intake import read_scan_upload
 from catalog_api.scan.resolver import make_resolver
 from catalog_api.scan.scanning import Scanning, ScanningState
@@ -31,8 +30,7 @@ from catalog_api.scan.schemas import ScanResult
 from catalog_api.scan.url_fetch import FetchPolicy
 from core.errors import APIError, ScanUnavailable
 from core.photo import probe_image
-from core.scan_contract import ScanDecision, ScannedCard, unidentified_answer
-from core.vocabulary import GAME
+from core.scan_contract import ScanDecision
 
 router = APIRouter(prefix="/v1", tags=["scan"])
 SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -78,9 +76,7 @@ async def scan(request: Request, context: Context, scanning: ScanningState, lang
         SCANS.labels("error").inc()
         SCAN_ERROR_CODES.labels(error.code if isinstance(error, APIError) else "internal").inc()
         raise
-    matches = body["matches"]
-    outcome = "match" if len(matches) == 1 else "race" if matches else body["unidentified"]["reason"]
-    SCANS.labels(outcome).inc()
+    SCANS.labels(outcome_of(body)).inc()
     return data_response(request, body)
 
 
@@ -96,12 +92,7 @@ async def _scan(
         decision = await scanning.scanner.scan(data)
         del data  # the photo leaves this worker's memory with its slot
     _observe_stages(decision)
-    matches = await _hydrate(context, decision["matches"], language)
-    return {
-        "analysis": {"game": GAME if matches else None},
-        "matches": matches,
-        "unidentified": None if matches else unidentified_answer(decision),
-    }
+    return await scan_answer(context, decision, language)
 
 
 def _intake(request: Request, context: AppContext, scanning: Scanning) -> tuple[ScanSlots, FetchPolicy]:
@@ -117,38 +108,15 @@ def _intake(request: Request, context: AppContext, scanning: Scanning) -> tuple[
     return state
 
 
+def interactive_in_flight(app: Any) -> int:
+    """`POST /v1/scan` calls this app is holding now: the batch workers give way while there are any."""
+    state: tuple[ScanSlots, FetchPolicy] | None = getattr(app.state, "scan_intake", None)
+    return 0 if state is None else state[0].taken
+
+
 def _observe_stages(decision: ScanDecision) -> None:
     """The scanner's own stage timings, into this service's `/metrics` (a scanner that sends none, such
     as an older build, adds nothing; a stage outside the known list is ignored: labels stay bounded)."""
     for stage, seconds in (decision.get("timings") or {}).items():
         if stage in SCAN_STAGES and isinstance(seconds, int | float) and seconds >= 0:
             SCAN_STAGE_LATENCY.labels(stage).observe(float(seconds))
-
-
-async def _hydrate(
-    context: AppContext, matches: list[ScannedCard], language: str | None = None
-) -> list[dict[str, Any]]:
-    """Card fields for the scanner's ids, in its order; ids no longer in the catalog are dropped."""
-    ids = [match["card_id"] for match in matches]
-    if not ids:
-        return []
-    async with context.engine.connect() as conn:
-        rows = await card_rows.scan_card_rows(conn, ids)
-    hydrated = []
-    for match in matches:
-        row = rows.get(match["card_id"])
-        if row is None:
-            continue
-        card_id, name, category, rarity, number, image_key, expansion_id, expansion_name = row[:8]
-        card_names, expansion_names = row[8], row[9]
-        card = {
-            "id": card_id,
-            "name": localized(name, card_names, language),
-            "category": category,
-            "rarity": rarity,
-            "number": number,
-            "image": image_urls(context.settings.public_url, image_key),
-            "expansion": {"id": expansion_id, "name": localized(expansion_name, expansion_names, language)},
-        }
-        hydrated.append({"score": match["score"], "card": card})
-    return hydrated

@@ -42,7 +42,8 @@ def route_differences(document: dict[str, Any], name: str, route: Route) -> list
     operation = _operation(document, route)
     assert operation is not None, f"{name}: the server has no {route.method} {route.path}"
     components = document["components"]["schemas"]
-    envelope = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    success = next(status for status in ("200", "201", "202") if status in operation["responses"])
+    envelope = operation["responses"][success]["content"]["application/json"]["schema"]
     resolved = components[envelope["$ref"].rsplit("/", 1)[-1]] if "$ref" in envelope else envelope
     server = shape(resolved["properties"]["data"], components)
     model: Any = models.Page[route.model] if route.paged else route.model  # type: ignore[name-defined]

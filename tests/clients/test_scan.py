@@ -93,3 +93,44 @@ def test_the_readme_example_runs(scanner: Service, capsys: pytest.CaptureFixture
         name = cat.card(CARD).name
     assert any(line.endswith(str([name])) for line in printed), printed
     assert printed[-1].startswith("404 not_found ")
+
+
+def test_a_batch_through_both_clients_on_sqlite(scanner: Service) -> None:
+    """Scan batches on the embedded database (this deployment is SQLite), through the real worker and
+    scanner: photos as bytes and as a path, safe retries, waiting, and every answer read back once."""
+    from training.renders import DEFAULT_CACHE
+
+    face_path = DEFAULT_CACHE / "catalog" / CARD / "high.jpg"
+    with CardcatClient(scanner.base_url, api_key=scanner.quick_key(), timeout=120) as cat:
+        batch = cat.create_batch(idempotency_key="sqlite-batch")
+        assert batch.status == "open" and cat.create_batch(idempotency_key="sqlite-batch").id == batch.id
+        photos = [face_path.read_bytes(), face_path]
+        assert cat.add_photos(batch.id, photos, idempotency_key="two-photos").photos.total == 2
+        assert cat.add_photos(batch.id, photos, idempotency_key="two-photos").photos.total == 2  # replayed
+        with pytest.raises(CardcatError) as reused:  # the key again, for other photos
+            cat.add_photos(batch.id, photos[:1], idempotency_key="two-photos")
+        assert (reused.value.status, reused.value.code) == (409, "conflict")
+        cat.close_batch(batch.id)
+        done = cat.wait_batch(batch.id, poll_s=0.3, timeout_s=120)
+        assert done.status == "done" and done.outcomes.match == 2
+        results = list(cat.batch_results(batch.id))
+        assert sorted(r.index for r in results) == [0, 1]
+        assert {r.name for r in results} == {"photo-1.jpg", "high.jpg"}
+        assert all([m.card.id for m in r.matches] == [CARD] and r.error is None for r in results)
+        with pytest.raises(CardcatError) as refused:
+            cat.add_photos(batch.id, [face_path])
+        assert (refused.value.status, refused.value.code) == (409, "conflict")
+    assert not (scanner.data_dir / "batches" / batch.id).exists() or not any(
+        (scanner.data_dir / "batches" / batch.id).iterdir()
+    )
+
+    async def run() -> tuple[models.Batch, list[models.BatchResult]]:
+        async with AsyncCardcatClient(scanner.base_url, api_key=scanner.quick_key(), timeout=120) as cat:
+            opened = await cat.create_batch()
+            await cat.add_photos(opened.id, [face_path])
+            await cat.close_batch(opened.id)
+            finished = await cat.wait_batch(opened.id, poll_s=0.3, timeout_s=120)
+            return finished, [result async for result in cat.batch_results(opened.id)]
+
+    finished, answers = asyncio.run(run())
+    assert finished.status == "done" and [[m.card.id for m in a.matches] for a in answers] == [[CARD]]

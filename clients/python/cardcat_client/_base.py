@@ -88,7 +88,7 @@ class ClientBase(Generic[Http]):
             call.method,
             self._base_url + call.path,
             params=call.params,
-            headers=self._headers,
+            headers={**self._headers, **(call.headers or {})},
             files=call.files,
             json=call.json,
         )

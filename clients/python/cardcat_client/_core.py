@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import httpx
 
@@ -24,6 +25,9 @@ from cardcat_client.errors import CardcatError
 USER_AGENT = "cardcat-client-python/0.2"
 
 Params = Mapping[str, Any]
+# Multipart files as httpx takes them: one part a field, or (field, part) pairs for a field repeated.
+Part = tuple[str, bytes, str]
+Files = dict[str, Part] | list[tuple[str, Part]]
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,9 @@ class Call:
     path: str
     params: dict[str, str] = field(default_factory=dict)
     idempotent: bool = True
-    files: dict[str, tuple[str, bytes, str]] | None = None
+    files: Files | None = None
     json: Any = None
+    headers: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,11 +122,54 @@ def scan_call(source: ScanSource) -> Call:
     )
 
 
+# What `add_photos()` takes for each photo: bytes, a binary file object or a `pathlib.Path` (no URLs:
+# a URL batch is made by `create_batch(urls=...)`).
+PhotoSource = bytes | bytearray | memoryview | os.PathLike[str] | ScanFile
+# Photos a batch upload request carries (the server's CARDCAT_BATCH_UPLOAD_MAX_PHOTOS default).
+BATCH_UPLOAD_PHOTOS = 100
+
+
+def create_batch_call(urls: list[str] | None, idempotency_key: str) -> Call:
+    """`POST /v1/scan/batches`: empty, or closed at once holding `urls`. The key makes it safe to retry."""
+    body = {} if urls is None else {"urls": list(urls)}
+    return Call("POST", "/v1/scan/batches", json=body, headers={"Idempotency-Key": idempotency_key})
+
+
+def add_photos_calls(batch_id: str, photos: list[PhotoSource], idempotency_key: str) -> list[Call]:
+    """`POST .../photos` in requests of up to 100 photos, each with its own key derived from
+    `idempotency_key`, so a retried request never adds its photos twice."""
+    path = f"/v1/scan/batches/{quote(batch_id, safe='')}/photos"
+    parts = [("image", _photo_part(photo, index)) for index, photo in enumerate(photos)]
+    return [
+        Call("POST", path, files=parts[start : start + BATCH_UPLOAD_PHOTOS],
+             headers={"Idempotency-Key": f"{idempotency_key}-{start // BATCH_UPLOAD_PHOTOS}"})
+        for start in range(0, len(parts), BATCH_UPLOAD_PHOTOS)
+    ]  # fmt: skip
+
+
+def _photo_part(photo: PhotoSource, index: int) -> Part:
+    if isinstance(photo, bytes | bytearray | memoryview):
+        return _part(f"photo-{index + 1}.jpg", bytes(photo))
+    if isinstance(photo, os.PathLike):
+        path = Path(photo)
+        return _part(path.name, path.read_bytes())
+    read = getattr(photo, "read", None)
+    if callable(read) and not isinstance(photo, str):
+        data = read()
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError("add_photos() needs files opened in binary mode ('rb'), not text")
+        name = getattr(photo, "name", None)
+        return _part(
+            Path(name).name if isinstance(name, str) and name else f"photo-{index + 1}.jpg", bytes(data)
+        )
+    raise TypeError(f"add_photos() takes bytes, binary files or pathlib.Paths, not {type(photo)}")
+
+
 def _upload(name: str, data: bytes) -> Call:
     return Call("POST", "/v1/scan", idempotent=False, files={"image": _part(name, data)})
 
 
-def _part(name: str, data: bytes) -> tuple[str, bytes, str]:
+def _part(name: str, data: bytes) -> Part:
     kinds = {b"\xff\xd8\xff": "image/jpeg", b"\x89PNG": "image/png", b"RIFF": "image/webp"}
     kind = next((mime for magic, mime in kinds.items() if data.startswith(magic)), "application/octet-stream")
     return (name, data, kind)

@@ -4,7 +4,9 @@ iterators)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -12,7 +14,15 @@ import httpx
 
 from cardcat_client import models
 from cardcat_client._base import ClientBase, next_params, read_one, read_page, route_call
-from cardcat_client._core import Call, Retry, ScanSource, scan_call
+from cardcat_client._core import (
+    Call,
+    PhotoSource,
+    Retry,
+    ScanSource,
+    add_photos_calls,
+    create_batch_call,
+    scan_call,
+)
 from cardcat_client.routes import price_history_params
 
 
@@ -61,8 +71,8 @@ class AsyncCardcatClient(ClientBase[httpx.AsyncClient]):
     async def _one(self, name: str, params: dict[str, Any] | None = None, **path_args: Any) -> Any:
         return read_one(name, await self._send(route_call(name, params, **path_args)))
 
-    async def _page(self, name: str, params: dict[str, Any]) -> models.Page[Any]:
-        return read_page(name, await self._send(route_call(name, params)))
+    async def _page(self, name: str, params: dict[str, Any], **path_args: Any) -> models.Page[Any]:
+        return read_page(name, await self._send(route_call(name, params, **path_args)))
 
     async def _walk(self, name: str, params: dict[str, Any] | None) -> AsyncIterator[Any]:
         while params is not None:
@@ -166,3 +176,58 @@ class AsyncCardcatClient(ClientBase[httpx.AsyncClient]):
         is an http(s) URL): wrap paths in `Path(...)`. Never retried on a server error (only on `429`,
         which the server refused before reading)."""
         return models.ScanResult.model_validate(await self._send(scan_call(source)))
+
+    # --- scan batches (docs/batches.md) ----------------------------------------------------------
+
+    async def create_batch(
+        self, urls: Iterable[str] | None = None, *, idempotency_key: str | None = None
+    ) -> models.Batch:
+        """A new scan batch: open (add photos, then `close_batch`), or closed at once holding `urls`
+        (https, public; the server fetches them). Safe to retry: sent with an `Idempotency-Key`."""
+        call = create_batch_call(None if urls is None else list(urls), idempotency_key or uuid.uuid4().hex)
+        return models.Batch.model_validate(await self._send(call))
+
+    async def add_photos(
+        self, batch_id: str, photos: Iterable[PhotoSource], *, idempotency_key: str | None = None
+    ) -> models.Batch:
+        """Adds photos (bytes, binary files or `pathlib.Path`s; a file's name is kept) to an open
+        batch, 100 a request, each request safe to retry."""
+        batch = None
+        for call in add_photos_calls(batch_id, list(photos), idempotency_key or uuid.uuid4().hex):
+            batch = models.Batch.model_validate(await self._send(call))
+        return batch if batch is not None else await self.batch(batch_id)
+
+    async def close_batch(self, batch_id: str) -> models.Batch:
+        """No more photos: the batch is done once every photo is answered."""
+        result: models.Batch = await self._one("close_batch", batch_id=batch_id)
+        return result
+
+    async def batch(self, batch_id: str) -> models.Batch:
+        result: models.Batch = await self._one("batch", batch_id=batch_id)
+        return result
+
+    async def batch_results(self, batch_id: str) -> AsyncIterator[models.BatchResult]:
+        """The answers given so far, in the order they were given (all of them once `wait_batch` says
+        the batch is finished)."""
+        params: dict[str, Any] | None = {}
+        while params is not None:
+            page = await self._page("batch_results", params, batch_id=batch_id)
+            for item in page.items:
+                yield item
+            params = next_params(params, page) if page.items else None
+
+    async def wait_batch(
+        self, batch_id: str, *, poll_s: float = 1.0, timeout_s: float | None = None
+    ) -> models.Batch:
+        """Polls until the batch is done, cancelled or expired; `TimeoutError` after `timeout_s`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not (batch := await self.batch(batch_id)).finished:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"batch {batch_id} is still {batch.status} after {timeout_s} s")
+            await asyncio.sleep(poll_s)
+        return batch
+
+    async def cancel_batch(self, batch_id: str) -> models.Batch:
+        """Stops an unfinished batch (its waiting photos are deleted; answers so far stay)."""
+        result: models.Batch = await self._one("cancel_batch", batch_id=batch_id)
+        return result

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -11,7 +12,15 @@ import httpx
 
 from cardcat_client import models
 from cardcat_client._base import ClientBase, next_params, read_one, read_page, route_call
-from cardcat_client._core import Call, Retry, ScanSource, scan_call
+from cardcat_client._core import (
+    Call,
+    PhotoSource,
+    Retry,
+    ScanSource,
+    add_photos_calls,
+    create_batch_call,
+    scan_call,
+)
 from cardcat_client.routes import price_history_params
 
 
@@ -58,8 +67,8 @@ class CardcatClient(ClientBase[httpx.Client]):
     def _one(self, name: str, params: dict[str, Any] | None = None, **path_args: Any) -> Any:
         return read_one(name, self._send(route_call(name, params, **path_args)))
 
-    def _page(self, name: str, params: dict[str, Any]) -> models.Page[Any]:
-        return read_page(name, self._send(route_call(name, params)))
+    def _page(self, name: str, params: dict[str, Any], **path_args: Any) -> models.Page[Any]:
+        return read_page(name, self._send(route_call(name, params, **path_args)))
 
     def _walk(self, name: str, params: dict[str, Any] | None) -> Iterator[Any]:
         while params is not None:
@@ -162,3 +171,57 @@ class CardcatClient(ClientBase[httpx.Client]):
         is an http(s) URL): wrap paths in `Path(...)`. Never retried on a server error (only on `429`,
         which the server refused before reading)."""
         return models.ScanResult.model_validate(self._send(scan_call(source)))
+
+    # --- scan batches (docs/batches.md) ----------------------------------------------------------
+
+    def create_batch(
+        self, urls: Iterable[str] | None = None, *, idempotency_key: str | None = None
+    ) -> models.Batch:
+        """A new scan batch: open (add photos, then `close_batch`), or closed at once holding `urls`
+        (https, public; the server fetches them). Safe to retry: sent with an `Idempotency-Key`."""
+        call = create_batch_call(None if urls is None else list(urls), idempotency_key or uuid.uuid4().hex)
+        return models.Batch.model_validate(self._send(call))
+
+    def add_photos(
+        self, batch_id: str, photos: Iterable[PhotoSource], *, idempotency_key: str | None = None
+    ) -> models.Batch:
+        """Adds photos (bytes, binary files or `pathlib.Path`s; a file's name is kept) to an open
+        batch, 100 a request, each request safe to retry."""
+        batch = None
+        for call in add_photos_calls(batch_id, list(photos), idempotency_key or uuid.uuid4().hex):
+            batch = models.Batch.model_validate(self._send(call))
+        return batch if batch is not None else self.batch(batch_id)
+
+    def close_batch(self, batch_id: str) -> models.Batch:
+        """No more photos: the batch is done once every photo is answered."""
+        result: models.Batch = self._one("close_batch", batch_id=batch_id)
+        return result
+
+    def batch(self, batch_id: str) -> models.Batch:
+        result: models.Batch = self._one("batch", batch_id=batch_id)
+        return result
+
+    def batch_results(self, batch_id: str) -> Iterator[models.BatchResult]:
+        """The answers given so far, in the order they were given (all of them once `wait_batch` says
+        the batch is finished)."""
+        params: dict[str, Any] | None = {}
+        while params is not None:
+            page = self._page("batch_results", params, batch_id=batch_id)
+            yield from page.items
+            params = next_params(params, page) if page.items else None
+
+    def wait_batch(
+        self, batch_id: str, *, poll_s: float = 1.0, timeout_s: float | None = None
+    ) -> models.Batch:
+        """Polls until the batch is done, cancelled or expired; `TimeoutError` after `timeout_s`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not (batch := self.batch(batch_id)).finished:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"batch {batch_id} is still {batch.status} after {timeout_s} s")
+            time.sleep(poll_s)
+        return batch
+
+    def cancel_batch(self, batch_id: str) -> models.Batch:
+        """Stops an unfinished batch (its waiting photos are deleted; answers so far stay)."""
+        result: models.Batch = self._one("cancel_batch", batch_id=batch_id)
+        return result

@@ -270,6 +270,50 @@ class ScanResult(Model):
     unidentified: Unidentified | None
 
 
+class BatchPhotos(Model):
+    total: int
+    answered: int
+    waiting: int
+
+
+class BatchOutcomes(Model):
+    match: int
+    race: int
+    print_unreadable: int
+    no_confident_match: int
+    error: int
+
+
+class Batch(Model):
+    """A scan batch (`/v1/scan/batches`): `status` is open, queued, running, done, cancelled or expired."""
+
+    id: str
+    status: Literal["open", "queued", "running", "done", "cancelled", "expired"]
+    page: bool
+    photos: BatchPhotos
+    outcomes: BatchOutcomes
+    progress: float
+    created_at: datetime
+    closed_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    expires_at: datetime
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "cancelled", "expired")
+
+
+class BatchResult(ScanResult):
+    """One photo's answer in a batch: a scan answer, the photo's place and name, and `error` when it
+    could not be scanned."""
+
+    index: int
+    name: str
+    url: str | None
+    error: ErrorBody | None
+
+
 class WebhookEvent(Model):
     """A webhook delivery body (not enveloped): `data` is the payload of the event `name`."""
 

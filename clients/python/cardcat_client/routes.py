@@ -39,6 +39,13 @@ ROUTES: dict[str, Route] = {
     "card_prices": Route("GET", "/v1/cards/{card_id}/prices", models.CardPriceHistory),
     "product_prices": Route("GET", "/v1/products/{product_id}/prices", models.ProductPriceHistory),
     "bulk": Route("GET", "/v1/bulk", models.BulkFile, paged=True),
+    # Scan batches (#44): the POSTs answer 202 with the batch.
+    "create_batch": Route("POST", "/v1/scan/batches", models.Batch),
+    "add_photos": Route("POST", "/v1/scan/batches/{batch_id}/photos", models.Batch),
+    "close_batch": Route("POST", "/v1/scan/batches/{batch_id}/close", models.Batch),
+    "batch": Route("GET", "/v1/scan/batches/{batch_id}", models.Batch),
+    "batch_results": Route("GET", "/v1/scan/batches/{batch_id}/results", models.BatchResult, paged=True),
+    "cancel_batch": Route("DELETE", "/v1/scan/batches/{batch_id}", models.Batch),
 }
 
 # Paths the client leaves alone on purpose: they serve files, not the envelope.

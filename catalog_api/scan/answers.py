@@ -1,0 +1,59 @@
+"""A scan's answer as the contract shapes it: the scanner's decision (card ids and scores) with each
+card's fields read from our database. `POST /v1/scan` and the batch workers (catalog_api.batches) both
+answer through here, so a batch photo's answer is exactly what a single scan of it would have said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog_api.deps import AppContext
+from catalog_api.kit.images import image_urls
+from catalog_api.kit.languages import localized
+from catalog_api.scan import card_rows
+from core.scan_contract import ScanDecision, ScannedCard, unidentified_answer
+from core.vocabulary import GAME
+
+
+async def scan_answer(context: AppContext, decision: ScanDecision, language: str | None) -> dict[str, Any]:
+    """`{analysis, matches, unidentified}` for the scanner's `decision`."""
+    matches = await hydrate(context, decision["matches"], language)
+    return {
+        "analysis": {"game": GAME if matches else None},
+        "matches": matches,
+        "unidentified": None if matches else unidentified_answer(decision),
+    }
+
+
+def outcome_of(answer: dict[str, Any]) -> str:
+    """`match` (one card), `race` (several) or the unidentified reason: the label scans are counted by."""
+    matches = answer["matches"]
+    return "match" if len(matches) == 1 else "race" if matches else str(answer["unidentified"]["reason"])
+
+
+async def hydrate(
+    context: AppContext, matches: list[ScannedCard], language: str | None = None
+) -> list[dict[str, Any]]:
+    """Card fields for the scanner's ids, in its order; ids no longer in the catalog are dropped."""
+    ids = [match["card_id"] for match in matches]
+    if not ids:
+        return []
+    async with context.engine.connect() as conn:
+        rows = await card_rows.scan_card_rows(conn, ids)
+    hydrated = []
+    for match in matches:
+        row = rows.get(match["card_id"])
+        if row is None:
+            continue
+        card_id, name, category, rarity, number, image_key, expansion_id, expansion_name = row[:8]
+        card_names, expansion_names = row[8], row[9]
+        card = {
+            "id": card_id,
+            "name": localized(name, card_names, language),
+            "category": category,
+            "rarity": rarity,
+            "number": number,
+            "image": image_urls(context.settings.public_url, image_key),
+            "expansion": {"id": expansion_id, "name": localized(expansion_name, expansion_names, language)},
+        }
+        hydrated.append({"score": match["score"], "card": card})
+    return hydrated
