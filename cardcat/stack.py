@@ -327,10 +327,12 @@ def launch_scanner(
     backend: str = "postgresql",
     port: int | None = None,
     env: Mapping[str, str] | None = None,
+    serve_args: tuple[str, ...] = (),
     **extra_env: str,
 ) -> Service:
     """A deployment with the scanner: faces rendered (cached), synced with --images, indexed, and
-    `cardcat serve --scan` (Ray Serve behind the ingress) started, with `env` and `extra_env` set."""
+    `cardcat serve --scan [serve_args]` (Ray Serve behind the ingress) started, with `env` and
+    `extra_env` set."""
     from training.renders import DEFAULT_CACHE, render_catalog
 
     faces = DEFAULT_CACHE / "catalog"
@@ -342,7 +344,7 @@ def launch_scanner(
     service.cli("index", "build", "--quiet")
     service.key = service.new_key()
     try:
-        service.start("--scan", timeout=300, port=port)
+        service.start("--scan", *serve_args, timeout=300, port=port)
     except BaseException:
         service.stop()
         raise

@@ -92,11 +92,18 @@ def is_slow(module: Path) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow tier (see the module's docstring), so `-m "not slow"` leaves it out. A module is
     one tier: its tests share module-scoped stacks, whose start the first test of the module pays.
-    The modules that start Ray go first, so on two workers their minutes overlap the rest's."""
+    The modules that start Ray go first, so on two workers their minutes overlap the rest's (`_order`)."""
     for item in items:
         if is_slow(Path(item.fspath)):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: not starts_ray(Path(item.fspath)))  # stable: modules keep their order
+    items.sort(key=lambda item: _order(Path(item.fspath)))  # stable: modules keep their order
+
+
+def _order(module: Path) -> tuple[bool, bool]:
+    """Ray modules first; among them the ones on the session's scanner (`scanner_stack`) last, since it
+    lives until the session ends and a Ray module that starts (or breaks) a cluster of its own must not
+    run beside it."""
+    return not starts_ray(module), "scanner_stack" in _source(module)
 
 
 @pytest.hookimpl(optionalhook=True)
