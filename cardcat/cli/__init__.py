@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from cardcat.cli.batches import batches
 from cardcat.cli.bulk import bulk
 from cardcat.cli.catalog import catalog, index
 from cardcat.cli.db import db
@@ -22,7 +23,7 @@ def main() -> None:
     """cardcat catalog API and scanner."""
 
 
-for command in (db, catalog, prices, bulk, index, keys, webhooks, events, serve, demo):
+for command in (db, catalog, prices, bulk, index, keys, webhooks, events, batches, serve, demo):
     main.add_command(command)
 
 

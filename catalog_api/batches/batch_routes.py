@@ -17,36 +17,39 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from catalog_api.access.file_access import requesting_key
-from catalog_api.batches import idempotency, photo_files, queue
+from catalog_api.batches import exports, idempotency, photo_files, queue
 from catalog_api.batches.schemas import Batch, BatchCreate, BatchResult
 from catalog_api.batches.uploads import stage_photos
 from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response, envelope_body, page
 from catalog_api.kit.netguard import is_public_address
 from catalog_api.kit.pagination import parse_limit
-from catalog_api.kit.schemas import BY_ID, ERRORS, Envelope, ErrorEnvelope, Page
+from catalog_api.kit.schemas import BY_ID, ERRORS, NOT_FOUND, Envelope, ErrorEnvelope, Page
 from catalog_api.scan.scanning import ScanningState
 from catalog_api.scan.url_fetch import parse_scan_url
 from core.errors import BadRequest, PayloadTooLarge, RateLimited, ScanUnavailable, URLNotAllowed
 from core.photo import MAX_IMAGE_BYTES
+from core.vocabulary import CONDITION_ORDER
 
 router = APIRouter(prefix="/v1/scan/batches", tags=["scan batches"])
 # A URL list of 5,000 long URLs, with room to spare; nothing legitimate comes close.
 MAX_CREATE_BYTES = 16 * 1024 * 1024
 MAX_URL_CHARS = 2048
-WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+_CONFLICT = {"model": ErrorEnvelope, "description": "conflict: a closed batch, or a used Idempotency-Key"}
+_NO_BATCH = {"model": ErrorEnvelope, "description": "not_found: no such batch for this key"}
+_TOO_LARGE = {"model": ErrorEnvelope, "description": "payload_too_large"}
+CREATE_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
-    404: {"model": ErrorEnvelope, "description": "not_found: no such batch for this key"},
-    409: {
-        "model": ErrorEnvelope,
-        "description": "conflict: the batch is closed, or the Idempotency-Key was used",
-    },
-    413: {"model": ErrorEnvelope, "description": "payload_too_large"},
+    409: _CONFLICT,
+    413: _TOO_LARGE,
     503: {"model": ErrorEnvelope, "description": "scan_unavailable"},
 }
+PHOTOS_ERRORS: dict[int | str, dict[str, Any]] = {**ERRORS, 404: _NO_BATCH, 409: _CONFLICT, 413: _TOO_LARGE}
+CLOSE_ERRORS: dict[int | str, dict[str, Any]] = {**ERRORS, 404: _NO_BATCH, 409: _CONFLICT}
+READ_ERRORS: dict[int | str, dict[str, Any]] = {**BY_ID, **NOT_FOUND}
 BINARY = {"type": "string", "format": "binary"}
 IDEMPOTENCY_HEADER = {
     "name": "Idempotency-Key",
@@ -59,39 +62,6 @@ IDEMPOTENCY_HEADER = {
 
 def _accepted(body: Any) -> Response:
     return Response(envelope_body(body), 202, media_type="application/json")
-
-
-async def describe(conn: AsyncConnection, batch_id: str) -> dict[str, Any]:
-    """A batch as the API shows it: status, photo counts, outcomes, progress and its times."""
-    batch = (await conn.execute(queue.select_batch(batch_id))).one()
-    waiting = 0 if batch.status in queue.FINISHED else batch.photo_count - batch.answered
-    return {
-        "id": batch.id,
-        "status": batch.status,
-        "page": batch.page,
-        "photos": {"total": batch.photo_count, "answered": batch.answered, "waiting": waiting},
-        "outcomes": await queue.outcome_counts(conn, batch_id),
-        "progress": round(batch.answered / batch.photo_count, 4)
-        if batch.photo_count
-        else 1.0
-        if batch.status in queue.FINISHED
-        else 0.0,
-        "created_at": _iso(batch.created_at),
-        "closed_at": _iso(batch.closed_at),
-        "started_at": _iso(batch.started_at),
-        "finished_at": _iso(batch.finished_at),
-        "expires_at": _iso(batch.expires_at),
-    }
-
-
-def _progress(batch: Any) -> float:
-    if batch.photo_count:
-        return round(batch.answered / batch.photo_count, 4)
-    return 1.0 if batch.status in queue.FINISHED else 0.0
-
-
-def _iso(moment: Any) -> str | None:
-    return None if moment is None else queue.as_utc(moment).isoformat().replace("+00:00", "Z")
 
 
 async def _idempotent_write(
@@ -109,7 +79,7 @@ async def _idempotent_write(
                 if stored is not None:
                     return Response(envelope_body(stored[1]), stored[0], media_type="application/json")
             batch_id = await change(conn)
-            body = await describe(conn, batch_id)
+            body = await queue.describe(conn, batch_id)
             if key is not None:
                 await idempotency.remember(conn, key_id, key, print_, 202, body)
     except BaseException as error:
@@ -144,7 +114,9 @@ async def _read_create(request: Request) -> tuple[BatchCreate, str]:
         raise BadRequest("The request body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise BadRequest('The body must be a JSON object: {"urls": [...]} or {} for an empty batch.')
-    urls, page_mode = payload.get("urls"), payload.get("page", False)
+    urls, page_mode, events = payload.get("urls"), payload.get("page", False), payload.get("events", "batch")
+    if events not in queue.EVENT_MODES:
+        raise BadRequest(f'"events" must be one of {", ".join(queue.EVENT_MODES)}.')
     if urls is not None and not (isinstance(urls, list) and all(isinstance(url, str) for url in urls)):
         raise BadRequest('"urls" must be a list of strings.')
     if not isinstance(page_mode, bool):
@@ -163,9 +135,8 @@ async def _read_create(request: Request) -> tuple[BatchCreate, str]:
             # (what it resolves to then is what counts).
             if target.literal is not None and not is_public_address(target.literal):
                 raise URLNotAllowed(f"URL {index}: the address is not a public one.")
-    return BatchCreate(
-        urls=[url.strip() for url in urls] if urls is not None else None, page=page_mode
-    ), digest
+    cleaned = [url.strip() for url in urls] if urls is not None else None
+    return BatchCreate(urls=cleaned, page=page_mode, events=events), digest
 
 
 async def _check_budget(
@@ -187,7 +158,7 @@ async def _check_budget(
     "",
     status_code=202,
     response_model=Envelope[Batch],
-    responses=WRITE_ERRORS,
+    responses=CREATE_ERRORS,
     openapi_extra={
         "parameters": [IDEMPOTENCY_HEADER],
         "requestBody": {
@@ -212,7 +183,7 @@ async def create_batch(request: Request, context: Context, scanning: ScanningSta
         photos = [queue.NewPhoto(url, url) for url in urls]
         return await queue.create_batch(
             conn, key_id, page=create.page, ttl_s=context.settings.batch_ttl_s, photos=photos,
-            close=create.urls is not None,
+            close=create.urls is not None, events=create.events,
         )  # fmt: skip
 
     return await _idempotent_write(request, context, key_id, digest, change)
@@ -222,7 +193,7 @@ async def create_batch(request: Request, context: Context, scanning: ScanningSta
     "/{batch_id}/photos",
     status_code=202,
     response_model=Envelope[Batch],
-    responses=WRITE_ERRORS,
+    responses=PHOTOS_ERRORS,
     openapi_extra={
         "parameters": [IDEMPOTENCY_HEADER],
         "requestBody": {
@@ -278,8 +249,13 @@ async def add_photos(batch_id: str, request: Request, context: Context) -> Respo
         upload.discard()  # what was not placed (a replay, a refusal)
 
 
-@router.post("/{batch_id}/close", status_code=202, response_model=Envelope[Batch], responses=WRITE_ERRORS,
-             openapi_extra={"parameters": [IDEMPOTENCY_HEADER]})  # fmt: skip
+@router.post(
+    "/{batch_id}/close",
+    status_code=202,
+    response_model=Envelope[Batch],
+    responses=CLOSE_ERRORS,
+    openapi_extra={"parameters": [IDEMPOTENCY_HEADER]},
+)
 async def close_batch(batch_id: str, request: Request, context: Context) -> Response:
     """No more photos: the batch is `done` once every photo is answered (at once if they all are)."""
     key_id = await requesting_key(context.engine, request)
@@ -291,16 +267,16 @@ async def close_batch(batch_id: str, request: Request, context: Context) -> Resp
     return await _idempotent_write(request, context, key_id, "", change)
 
 
-@router.get("/{batch_id}", response_model=Envelope[Batch], responses=BY_ID)
+@router.get("/{batch_id}", response_model=Envelope[Batch], responses=READ_ERRORS)
 async def get_batch(batch_id: str, request: Request, context: Context) -> Response:
     """The batch: status, photos answered and waiting, outcomes and progress."""
     key_id = await requesting_key(context.engine, request)
     async with context.engine.connect() as conn:
         await queue.owned_batch(conn, batch_id, key_id)
-        return data_response(request, await describe(conn, batch_id))
+        return data_response(request, await queue.describe(conn, batch_id))
 
 
-@router.get("/{batch_id}/results", response_model=Envelope[Page[BatchResult]], responses=BY_ID)
+@router.get("/{batch_id}/results", response_model=Envelope[Page[BatchResult]], responses=READ_ERRORS)
 async def batch_results(
     batch_id: str, request: Request, context: Context, limit: str | None = None, cursor: str | None = None
 ) -> Response:
@@ -322,14 +298,71 @@ async def batch_results(
     return data_response(request, page([answer for _, answer in shown], next_cursor))
 
 
-@router.delete("/{batch_id}", response_model=Envelope[Batch], responses=BY_ID)
+EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    404: _NO_BATCH,
+    200: {
+        "description": "The export, streamed: CSV (`text/csv`) or NDJSON (`application/x-ndjson`)",
+        "content": {
+            "text/csv": {"schema": {"type": "string"}},
+            "application/x-ndjson": {"schema": {"type": "string"}},
+        },
+    },
+}
+
+
+@router.get("/{batch_id}/export", response_class=StreamingResponse, responses=EXPORT_RESPONSES)
+async def export_batch(
+    batch_id: str,
+    request: Request,
+    context: Context,
+    format: str = "csv",
+    layout: str = "cardcat",
+    condition: str = "NM",
+    language: str = "English",
+) -> Response:
+    """The answers as a file to import: `format` `csv` or `ndjson`; `layout` `cardcat` (every answer,
+    identical ones as one row with a quantity, races and unidentified photos after the sure rows) or
+    `tcgplayer` (the marketplace's inventory import columns, single confident answers only; the rows
+    left out are counted in `X-Cardcat-Left-Out`); prices in `condition` (NM, LP, MP, HP, DMG);
+    `language` fills the marketplace layout's Language column. A running batch exports what is
+    answered so far."""
+    if format not in exports.FORMATS:
+        raise BadRequest(f"format must be one of {', '.join(exports.FORMATS)}.")
+    if layout not in exports.LAYOUTS:
+        raise BadRequest(f"layout must be one of {', '.join(exports.LAYOUTS)}.")
+    if condition not in CONDITION_ORDER:
+        raise BadRequest(f"condition must be one of {', '.join(CONDITION_ORDER)}.")
+    if not (0 < len(language) <= 40 and language.isprintable()):
+        raise BadRequest("language must be 1 to 40 printable characters.")
+    key_id = await requesting_key(context.engine, request)
+    async with context.engine.connect() as conn:
+        await queue.owned_batch(conn, batch_id, key_id)
+        answers: list[dict[str, Any]] = []
+        while page_rows := await queue.answers_after(conn, batch_id, len(answers), exports.READ_PAGE):
+            answers += [answer for _, answer in page_rows]
+        rows = await exports.priced_rows(conn, answers, condition)
+    left_out = sum(len(row.photos) for row in rows if row.outcome != "match")
+    headers = {
+        "Content-Disposition": f'attachment; filename="{batch_id}-{layout}.{format}"',
+        "X-Cardcat-Left-Out": str(left_out if layout == "tcgplayer" else 0),
+    }
+    if format == "ndjson":
+        return StreamingResponse(
+            exports.ndjson_lines(rows, condition), media_type="application/x-ndjson", headers=headers
+        )
+    lines = exports.csv_lines(rows, layout, condition, language)
+    return StreamingResponse(lines, media_type="text/csv; charset=utf-8", headers=headers)
+
+
+@router.delete("/{batch_id}", response_model=Envelope[Batch], responses=READ_ERRORS)
 async def cancel_batch(batch_id: str, request: Request, context: Context) -> Response:
     """Cancels a batch that has not finished: its unscanned photos are deleted, answers given so far
     stay readable. A finished batch is answered as it is."""
     key_id = await requesting_key(context.engine, request)
     async with context.engine.begin() as conn:
         cancelled = await queue.cancel_batch(conn, await queue.owned_batch(conn, batch_id, key_id, lock=True))
-        body = await describe(conn, batch_id)
+        body = await queue.describe(conn, batch_id)
     if cancelled:
         photo_files.remove_batch(context.settings, batch_id)
     return data_response(request, body)

@@ -6,15 +6,14 @@ them, so a failed upload leaves nothing a worker would scan (and the sweep remov
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from pathlib import Path
 
+from catalog_api.batches.queue import BATCH_ID
 from catalog_api.kit.private_files import private_dir
 from catalog_api.kit.settings import Settings
 
-BATCH_ID = re.compile(r"bat_[0-9a-f]{24}")
 STAGED_PREFIX = ".upload-"
 # An upload's staged files older than this belong to a request that died mid-way; a photo file this old
 # whose photo is answered belongs to a worker that died between the answer and the delete. (An upload

@@ -13,6 +13,7 @@ PostgreSQL queue libraries).
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,15 +22,23 @@ from typing import Any
 from sqlalchemy import and_, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from catalog_api.access.tables import ApiKey
 from catalog_api.batches.tables import BatchPhoto, ScanBatch
+from catalog_api.events import outbox
 from core.errors import Conflict, NotFound
 
 # Batch states. A batch takes photos while `open`; its photos are scanned as soon as they arrive.
 OPEN, QUEUED, RUNNING, DONE, CANCELLED, EXPIRED = "open", "queued", "running", "done", "cancelled", "expired"
+STATUSES = (OPEN, QUEUED, RUNNING, DONE, CANCELLED, EXPIRED)
 ACTIVE = (OPEN, QUEUED, RUNNING)
 FINISHED = (DONE, CANCELLED, EXPIRED)
 # Photo states.
 PENDING, LEASED, ANSWERED = "pending", "leased", "done"
+# Events (docs/events.md): the batch finished, the batch expired unfinished, a photo answered (when the
+# batch asked for `events: "per_photo"`).
+COMPLETED_EVENT, FAILED_EVENT, RESULT_EVENT = "scan.batch.completed", "scan.batch.failed", "scan.result"
+PER_PHOTO = "per_photo"
+EVENT_MODES = ("batch", PER_PHOTO)
 # A photo whose scan took its worker down this many times is answered `internal` instead of a fourth try.
 MAX_ATTEMPTS = 3
 # The outcomes a batch counts its answers by (`match`, `race`, the unidentified reasons, `error`).
@@ -47,6 +56,10 @@ def as_utc(moment: datetime) -> datetime:
 
 def select_batch(batch_id: str) -> Any:
     return select(ScanBatch).where(ScanBatch.id == batch_id)
+
+
+# What `new_batch_id` makes; any other id names no batch (refused before it reaches SQL or a path).
+BATCH_ID = re.compile(r"bat_[0-9a-f]{24}")
 
 
 def new_batch_id() -> str:
@@ -75,7 +88,14 @@ class Claimed:
 
 
 async def create_batch(
-    conn: AsyncConnection, key_id: int, *, page: bool, ttl_s: int, photos: list[NewPhoto], close: bool
+    conn: AsyncConnection,
+    key_id: int,
+    *,
+    page: bool,
+    ttl_s: int,
+    photos: list[NewPhoto],
+    close: bool,
+    events: str = "batch",
 ) -> str:
     """A new batch holding `photos` (positions 0..n-1), closed at once when `close` (a URL batch)."""
     batch_id, moment = new_batch_id(), now()
@@ -85,6 +105,7 @@ async def create_batch(
             key_id=key_id,
             status=(QUEUED if photos else DONE) if close else OPEN,
             page=page,
+            events=events,
             photo_count=0,
             answered=0,
             created_at=moment,
@@ -126,11 +147,38 @@ async def append_photos(conn: AsyncConnection, batch_id: str, photos: list[NewPh
 async def owned_batch(conn: AsyncConnection, batch_id: str, key_id: int, *, lock: bool = False) -> Any:
     """The batch row when it is `key_id`'s; `NotFound` otherwise (another key's batch does not exist
     for this one). `lock`: the row locked for the transaction (PostgreSQL), as changes to it need."""
+    if not BATCH_ID.fullmatch(batch_id):
+        raise NotFound(f"No scan batch '{batch_id[:40]}'.")
     query = select(ScanBatch).where(ScanBatch.id == batch_id, ScanBatch.key_id == key_id)
     row = (await conn.execute(query.with_for_update() if lock else query)).first()
     if row is None:
         raise NotFound(f"No scan batch '{batch_id}'.")
     return row
+
+
+async def any_batch(conn: AsyncConnection, batch_id: str, *, lock: bool = False) -> Any:
+    """The batch row whoever owns it (the operator's CLI); `NotFound` when there is none."""
+    if not BATCH_ID.fullmatch(batch_id):
+        raise NotFound(f"No scan batch '{batch_id[:40]}'.")
+    query = select_batch(batch_id)
+    row = (await conn.execute(query.with_for_update() if lock else query)).first()
+    if row is None:
+        raise NotFound(f"No scan batch '{batch_id}'.")
+    return row
+
+
+async def list_batches(conn: AsyncConnection, status: str | None, limit: int) -> list[Any]:
+    """The newest batches (rows of the batch's columns and its key's public `prefix`), optionally of one
+    status."""
+    query = (
+        select(*ScanBatch.__table__.c, ApiKey.prefix)
+        .join(ApiKey, ApiKey.id == ScanBatch.key_id)
+        .order_by(ScanBatch.created_at.desc(), ScanBatch.id)
+        .limit(limit)
+    )
+    if status is not None:
+        query = query.where(ScanBatch.status == status)
+    return list((await conn.execute(query)).all())
 
 
 def require_open(batch: Any) -> None:
@@ -312,19 +360,27 @@ async def answer(engine: AsyncEngine, photo: Claimed, owner: str, outcome: str, 
                 update(ScanBatch)
                 .where(ScanBatch.id == photo.batch_id)
                 .values(answered=ScanBatch.answered + 1)
-                .returning(ScanBatch.answered, ScanBatch.photo_count, ScanBatch.status)
+                .returning(ScanBatch.answered, ScanBatch.photo_count, ScanBatch.status, ScanBatch.events)
             )
         ).one()
         await conn.execute(
             update(BatchPhoto).where(BatchPhoto.id == photo.id).values(sequence=batch.answered, answer=body)
         )
+        if batch.events == PER_PHOTO:  # in the answer's transaction: in the order of the answers
+            data = {"batch_id": photo.batch_id, "sequence": batch.answered}
+            await _emit(conn, RESULT_EVENT, "result", [body], data)
         if batch.status in (QUEUED, RUNNING) and batch.answered >= batch.photo_count:
-            await conn.execute(
-                update(ScanBatch)
-                .where(ScanBatch.id == photo.batch_id)
-                .values(status=DONE, finished_at=moment)
-            )
+            finish = update(ScanBatch).where(ScanBatch.id == photo.batch_id)
+            await conn.execute(finish.values(status=DONE, finished_at=moment))
+            await _emit(conn, COMPLETED_EVENT, "batch", [await describe(conn, photo.batch_id)])
     return True
+
+
+async def _emit(
+    conn: AsyncConnection, name: str, key: str, records: list[Any], extra: dict[str, Any] | None = None
+) -> None:
+    """An event through the signed webhook outbox, in this transaction (events.outbox)."""
+    await conn.run_sync(lambda sync: outbox.emit(sync, name, key, records, extra))
 
 
 async def expire(engine: AsyncEngine) -> list[str]:
@@ -348,6 +404,10 @@ async def expire(engine: AsyncEngine) -> list[str]:
                 .where(BatchPhoto.batch_id.in_(ids), BatchPhoto.state.in_((PENDING, LEASED)))
                 .values(state=EXPIRED, lease_owner=None, lease_until=None)
             )
+            for batch_id in ids:
+                await _emit(
+                    conn, FAILED_EVENT, "batch", [await describe(conn, batch_id)], {"reason": EXPIRED}
+                )
     return ids
 
 
@@ -372,3 +432,33 @@ async def unanswered_positions(engine: AsyncEngine, batch_id: str) -> set[int]:
             )
         )
         return {int(position) for position in rows.scalars()}
+
+
+async def describe(conn: AsyncConnection, batch_id: str) -> dict[str, Any]:
+    """A batch as the API (and its events) show it: status, photo counts, outcomes, progress, times."""
+    batch = (await conn.execute(select_batch(batch_id))).one()
+    waiting = 0 if batch.status in FINISHED else batch.photo_count - batch.answered
+    return {
+        "id": batch.id,
+        "status": batch.status,
+        "page": batch.page,
+        "events": batch.events,
+        "photos": {"total": batch.photo_count, "answered": batch.answered, "waiting": waiting},
+        "outcomes": await outcome_counts(conn, batch_id),
+        "progress": _progress(batch),
+        "created_at": _iso(batch.created_at),
+        "closed_at": _iso(batch.closed_at),
+        "started_at": _iso(batch.started_at),
+        "finished_at": _iso(batch.finished_at),
+        "expires_at": _iso(batch.expires_at),
+    }
+
+
+def _progress(batch: Any) -> float:
+    if batch.photo_count:
+        return round(batch.answered / batch.photo_count, 4)
+    return 1.0 if batch.status in FINISHED else 0.0
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else outbox.timestamp(as_utc(moment))

@@ -10,6 +10,7 @@ from pydantic import Field
 from catalog_api.kit.schemas import ErrorBody, Strict
 from catalog_api.scan.schemas import ScanResult
 
+EventMode = Literal["batch", "per_photo"]
 BatchStatus = Literal["open", "queued", "running", "done", "cancelled", "expired"]
 
 
@@ -31,6 +32,7 @@ class Batch(Strict):
     id: str
     status: BatchStatus
     page: bool = Field(description="Each photo scanned as a binder page (not available yet: always false).")
+    events: EventMode = Field(description="`per_photo`: a `cardgame.scan.result` webhook event per answer.")
     photos: BatchPhotos
     outcomes: BatchOutcomes
     progress: float = Field(ge=0, le=1, description="answered / total (1 for an empty finished batch).")
@@ -49,6 +51,11 @@ class BatchCreate(Strict):
         "once. Leave it out to open an empty batch and add photos with `POST .../photos`.",
     )
     page: bool = False
+    events: EventMode = Field(
+        default="batch",
+        description="`batch`: `cardgame.scan.batch.completed` (or `.failed`) only; `per_photo`: also a "
+        "`cardgame.scan.result` event for each photo as it is answered, in order (docs/events.md).",
+    )
 
 
 class BatchResult(ScanResult):

@@ -34,6 +34,8 @@ class ScanBatch(Base):
     key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
     status: Mapped[str] = mapped_column(String(16), index=True)
     page: Mapped[bool] = mapped_column(Boolean, default=False)
+    # "per_photo": a `cardgame.scan.result` event for each answer; "batch": only the batch's own events.
+    events: Mapped[str] = mapped_column(String(16), default="batch")
     photo_count: Mapped[int] = mapped_column(Integer, default=0)
     answered: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

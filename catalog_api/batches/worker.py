@@ -14,6 +14,7 @@ that is away gives the photo back to the queue, and a database that is away is w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -25,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from catalog_api.batches import photo_files, queue
 from catalog_api.deps import AppContext
+from catalog_api.kit.metrics import BATCH_OUTCOMES, BATCH_PHOTOS
 from catalog_api.scan.answers import outcome_of, scan_answer
 from catalog_api.scan.scanning import Scanning
 from catalog_api.scan.url_fetch import fetch_image_url
@@ -34,6 +36,9 @@ from core.photo import probe_image
 log = logging.getLogger("cardcat.batches")
 # How long a lane waits after the scanner or the database failed, before it tries again.
 BACKOFF_S = 2.0
+# How long an idle lane other than the first sleeps before looking itself (the first wakes it sooner
+# when it finds photos): an idle server asks the database twice a second, not 16 times.
+IDLE_LANE_S = 10.0
 # How often the sweeper expires batches and removes leftover files.
 SWEEP_S = 30.0
 FAILED_PHOTO = "This photo could not be scanned: it stopped the scanner each time it was tried."
@@ -47,6 +52,7 @@ class BatchWorker:
         self.settings = context.settings
         self.owner = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.tasks: list[asyncio.Task[None]] = []
+        self.found = asyncio.Event()
 
     def start(self) -> None:
         lanes = self.settings.batch_lanes if self.scanning.scanner is not None else 0
@@ -79,8 +85,14 @@ class BatchWorker:
                 log.warning("batch lane %d: taking or answering photos failed", lane, exc_info=True)
                 await asyncio.sleep(BACKOFF_S)
                 continue
-            if not photos:
+            if photos:
+                self.found.set()  # photos are waiting: wake the idle lanes
+            elif lane == 0:
                 await asyncio.sleep(settings.batch_poll_s)
+            else:  # only lane 0 looks while there is nothing to do; it wakes the rest
+                self.found.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.found.wait(), IDLE_LANE_S)
 
     async def _scan(self, photo: queue.Claimed) -> None:
         engine, settings = self.context.engine, self.settings
@@ -90,13 +102,14 @@ class BatchWorker:
         else:
             try:
                 answer = await self._answer(photo)
-                outcome = outcome_of(answer)
+                outcome = "error" if answer.get("error") else outcome_of(answer)
             except ScanUnavailable:
                 await queue.release(engine, photo, self.owner)
                 raise
             except APIError as error:
                 answer, outcome = _failed(error.code, error.message), "error"
         if await queue.answer(engine, photo, self.owner, outcome, {**body, **answer}):
+            BATCH_PHOTOS.labels(outcome if outcome in BATCH_OUTCOMES else "error").inc()
             # Not when the lease was lost: the worker that took the photo over may be reading the file
             # (a cancelled or expired batch's files go with its directory, by its route or the sweep).
             photo_files.remove_photo(settings, photo.batch_id, photo.position)

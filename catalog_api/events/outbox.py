@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import DateTime, Integer, delete, insert, literal, select
+from sqlalchemy import Connection, DateTime, Integer, delete, insert, literal, select
 from sqlalchemy.orm import Session
 
 from catalog_api.events.tables import Delivery, Event, WebhookEndpoint
@@ -77,18 +77,23 @@ def timestamp(moment: datetime) -> str:
 
 
 def emit(
-    session: Session, name: str, key: str, records: Sequence[Any], extra: dict[str, Any] | None = None
+    session: Session | Connection,
+    name: str,
+    key: str,
+    records: Sequence[Any],
+    extra: dict[str, Any] | None = None,
 ) -> list[str]:
     """Write event `cardgame.<name>` with data {key: records, **extra} into the outbox in the caller's
-    transaction, split into deliveries of at most 500 records each carrying `chunk {index, of}` (index
-    0-based) when more than 500 (no `chunk` key otherwise); a delivery row per active endpoint is written
-    beside each event. Returns the event ids. No-op for empty records."""
+    transaction (an ORM session's, or a connection's: the batch queue writes its events from one),
+    split into deliveries of at most 500 records each carrying `chunk {index, of}` (index 0-based) when
+    more than 500 (no `chunk` key otherwise); a delivery row per active endpoint is written beside each
+    event. Returns the event ids. No-op for empty records."""
     batches = (records[start : start + CHUNK_SIZE] for start in range(0, len(records), CHUNK_SIZE))
     return emit_batches(session, name, key, len(records), batches, extra)
 
 
 def emit_batches(
-    session: Session,
+    session: Session | Connection,
     name: str,
     key: str,
     total: int,
@@ -120,7 +125,7 @@ def emit_batches(
     return ids
 
 
-def _write(session: Session, event_id: str, name: str, now: datetime, body: str) -> None:
+def _write(session: Session | Connection, event_id: str, name: str, now: datetime, body: str) -> None:
     seq = session.execute(
         insert(Event).values(id=event_id, name=name, created_at=now, body=body).returning(Event.seq)
     ).scalar_one()

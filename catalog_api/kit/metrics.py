@@ -89,6 +89,10 @@ WEBHOOK_POST_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 
+# Scan batch photos answered by the batch workers (catalog_api.batches), by outcome.
+BATCH_PHOTOS = Counter("cardcat_batch_photos_total", "Scan batch photos answered, by outcome.", ["outcome"])
+BATCH_OUTCOMES = ("match", "race", "print_unreadable", "no_confident_match", "error")
+
 WEBHOOK_FAILURE_KINDS = ("http_status", "no_answer")
 RATE_LIMIT_BUCKETS = ("key", "anonymous")
 
@@ -105,6 +109,8 @@ for _kind in WEBHOOK_FAILURE_KINDS:
     WEBHOOK_FAILURES.labels(_kind)
 for _bucket in RATE_LIMIT_BUCKETS:
     RATE_LIMITED.labels(_bucket)
+for _outcome in BATCH_OUTCOMES:
+    BATCH_PHOTOS.labels(_outcome)
 
 # Every name above, as a scrape shows it (counters gain `_total`, histograms `_bucket`/`_sum`/`_count`).
 DECLARED = (
@@ -117,6 +123,7 @@ DECLARED = (
     WEBHOOK_DELIVERIES,
     WEBHOOK_FAILURES,
     WEBHOOK_POST_LATENCY,
+    BATCH_PHOTOS,
 )
 
 

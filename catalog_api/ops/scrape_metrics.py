@@ -26,6 +26,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from catalog_api.batches import queue as batch_queue
+from catalog_api.batches.tables import BatchPhoto, ScanBatch
 from catalog_api.events.tables import Delivery, Event, WebhookEndpoint
 from catalog_api.kit.metrics import multiprocess_dir
 from catalog_api.kit.models import FeedState
@@ -45,6 +47,17 @@ _QUEUE_QUERY = (
     .group_by(_active)
 )
 
+# Batch photos still to answer in unfinished batches: waiting for a worker, or leased to one.
+_BATCH_QUERY = (
+    select(BatchPhoto.state, func.count(BatchPhoto.id))
+    .join(ScanBatch, ScanBatch.id == BatchPhoto.batch_id)
+    .where(
+        ScanBatch.status.in_(batch_queue.ACTIVE),
+        BatchPhoto.state.in_((batch_queue.PENDING, batch_queue.LEASED)),
+    )
+    .group_by(BatchPhoto.state)
+)
+
 # The names this module exports (for the dashboard's check; the rest are in `kit.metrics.DECLARED`).
 SCRAPED_NAMES = (
     "cardcat_feed_age_seconds",
@@ -55,6 +68,7 @@ SCRAPED_NAMES = (
     "cardcat_webhook_queue_depth",
     "cardcat_webhook_queue_oldest_age_seconds",
     "cardcat_metrics_database_up",
+    "cardcat_batch_queue_depth",
 )
 
 
@@ -64,6 +78,7 @@ class DatabaseState:
 
     feeds: Sequence[Any] | None
     queue: Sequence[Any] | None
+    batches: Sequence[Any] | None = None
 
 
 async def read_state_async(engine: AsyncEngine) -> DatabaseState:
@@ -71,7 +86,8 @@ async def read_state_async(engine: AsyncEngine) -> DatabaseState:
         async with engine.connect() as conn:
             feeds = (await conn.execute(_FEEDS_QUERY)).all()
             queue = (await conn.execute(_QUEUE_QUERY)).all()
-        return DatabaseState(feeds, queue)
+            batches = (await conn.execute(_BATCH_QUERY)).all()
+        return DatabaseState(feeds, queue, batches)
     except Exception as exc:  # a scrape must still answer the process counters when the database is down
         log.warning("metrics: database state unavailable: %s", exc)
         return DatabaseState(None, None)
@@ -82,7 +98,8 @@ def read_state(engine: Engine) -> DatabaseState:
         with engine.connect() as conn:
             feeds = conn.execute(_FEEDS_QUERY).all()
             queue = conn.execute(_QUEUE_QUERY).all()
-        return DatabaseState(feeds, queue)
+            batches = conn.execute(_BATCH_QUERY).all()
+        return DatabaseState(feeds, queue, batches)
     except Exception as exc:
         log.warning("metrics: database state unavailable: %s", exc)
         return DatabaseState(None, None)
@@ -104,7 +121,23 @@ def database_families(state: DatabaseState, settings: Settings, now: datetime | 
         families += _feed_families(state.feeds, settings, now)
     if state.queue is not None:
         families += _queue_families(state.queue, now)
+    if state.batches is not None:
+        families.append(_batch_family(state.batches))
     return families
+
+
+def _batch_family(rows: Iterable[Any]) -> Metric:
+    depth = GaugeMetricFamily(
+        "cardcat_batch_queue_depth",
+        "Scan batch photos not answered yet in unfinished batches: `waiting` for a worker, or `scanning`.",
+        labels=["state"],
+    )
+    counts = {"waiting": 0, "scanning": 0}
+    for state, count in rows:
+        counts["scanning" if state == batch_queue.LEASED else "waiting"] += int(count)
+    for state, count in counts.items():
+        depth.add_metric([state], count)
+    return depth
 
 
 def _feed_families(rows: Iterable[Any], settings: Settings, now: datetime) -> list[Metric]:

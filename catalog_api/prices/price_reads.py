@@ -103,3 +103,27 @@ async def headline_markets(conn: AsyncConnection) -> dict[str, int]:
         if market is not None:
             found.setdefault(card_id, market)
     return found
+
+
+async def headline_printings(
+    conn: AsyncConnection, card_ids: Sequence[str], condition: str = "NM"
+) -> dict[str, tuple[str, int]]:
+    """card id -> (printing type, current market in cents in `condition`) of its headline printing for
+    that condition: the first of its printings, in the feed's order, with a current non-null market in
+    it (for NM, the same printing `headline_markets` reads). Cards with no such printing are absent."""
+    if not card_ids:
+        return {}
+    stmt = (
+        select(CardVariant.card_id, CardVariant.type, CardPriceCurrent.market)
+        .join(
+            CardPriceCurrent,
+            (CardPriceCurrent.variant_id == CardVariant.id) & (CardPriceCurrent.condition == condition),
+        )
+        .where(CardVariant.card_id.in_(list(card_ids)), CardPriceCurrent.market.is_not(None))
+        .order_by(CardVariant.card_id, CardVariant.position)
+    )
+    found: dict[str, tuple[str, int]] = {}
+    for card_id, printing, market in (await conn.execute(stmt)).all():
+        if market is not None:
+            found.setdefault(card_id, (printing, market))
+    return found

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.metrics_text import Scrape
 from cardcat.stack import Service
 from catalog_api.batches.schemas import Batch, BatchResult
 from catalog_api.kit.schemas import Envelope, Page
@@ -79,6 +80,7 @@ def test_uploaded_photos_are_answered_as_single_scans_and_then_deleted(
     client: httpx.Client, scanner_stack: Service
 ) -> None:
     photos = [(f"{card}.jpg", photo_of(card)) for card in CARDS]
+    before = Scrape.get(f"{scanner_stack.base_url}/metrics")
     batch = accepted(client.post(BATCHES))
     assert batch["status"] == "open" and batch["photos"] == {"total": 0, "answered": 0, "waiting": 0}
     first = accepted(upload(client, batch["id"], photos[:2]))
@@ -103,6 +105,11 @@ def test_uploaded_photos_are_answered_as_single_scans_and_then_deleted(
     assert sum(outcomes.values()) == 3 and outcomes["error"] == 0
     assert outcomes["match"] >= 2, results  # the two unique artworks
     assert photo_files(scanner_stack, batch["id"]) == [], "scanned photos are deleted"
+    after = Scrape.get(f"{scanner_stack.base_url}/metrics")
+    for outcome, count in outcomes.items():
+        counted = after.sum("cardcat_batch_photos_total", outcome=outcome)
+        assert counted - before.sum("cardcat_batch_photos_total", outcome=outcome) == count, outcome
+    assert after.sum("cardcat_batch_queue_depth", state="waiting") == 0
 
 
 def test_a_bad_photo_refuses_the_whole_upload_and_changes_nothing(
@@ -216,3 +223,104 @@ def test_results_polled_while_a_batch_runs_come_once_each(client: httpx.Client) 
         if not page["items"]:
             time.sleep(0.2)
     assert sorted(seen) == list(range(6)), seen
+
+
+def test_a_finished_batch_exports_with_prices_in_both_layouts(
+    client: httpx.Client, scanner_stack: Service, tmp_path: Path
+) -> None:
+    import csv
+    import io
+    import json
+
+    from catalog_api.batches.exports import CARDCAT_COLUMNS, TCGPLAYER_COLUMNS
+    from catalog_api.prices.demo_prices import write_demo_prices
+
+    feed = scanner_stack.data_dir.parent / "feed"  # what launch_scanner synced
+    scanner_stack.cli(
+        "prices", "sync", "--from", str(write_demo_prices(feed, tmp_path / "prices", days=2)), "--quiet"
+    )
+    photos = [(f"{n}.jpg", photo_of(card)) for n, card in enumerate((CARDS[0], CARDS[0], CARDS[1]))]
+    batch = accepted(client.post(BATCHES))
+    accepted(upload(client, batch["id"], photos))
+    accepted(client.post(f"{BATCHES}/{batch['id']}/close"))
+    done = wait_until_finished(client, batch["id"])
+    assert done["outcomes"]["match"] == 3, all_results(client, batch["id"])
+
+    ours = client.get(f"{BATCHES}/{batch['id']}/export")
+    assert ours.status_code == 200 and ours.headers["content-type"].startswith("text/csv")
+    assert f'filename="{batch["id"]}-cardcat.csv"' in ours.headers["content-disposition"]
+    table = list(csv.DictReader(io.StringIO(ours.text, newline="")))
+    assert tuple(table[0]) == CARDCAT_COLUMNS
+    assert sorted((row["card_id"], row["quantity"]) for row in table) == [(CARDS[0], "2"), (CARDS[1], "1")]
+    assert all(
+        row["market_cents"].isdigit() and row["printing"] and row["condition"] == "NM" for row in table
+    )
+
+    market = client.get(f"{BATCHES}/{batch['id']}/export", params={"layout": "tcgplayer", "condition": "LP"})
+    lines = list(csv.reader(io.StringIO(market.text, newline="")))
+    assert (
+        tuple(lines[0]) == TCGPLAYER_COLUMNS
+        and len(lines) == 3
+        and market.headers["x-cardcat-left-out"] == "0"
+    )
+    assert all(line[4] == "LP" and line[6] == "English" for line in lines[1:])
+    assert all(not line[7] or float(line[7]) > 0 for line in lines[1:])
+
+    records = [
+        json.loads(line)
+        for line in client.get(
+            f"{BATCHES}/{batch['id']}/export", params={"format": "ndjson"}
+        ).text.splitlines()
+    ]
+    assert sum(record["quantity"] for record in records) == 3
+    failed(client.get(f"{BATCHES}/{batch['id']}/export", params={"format": "xlsx"}), 400, "bad_request")
+    failed(client.get(f"{BATCHES}/{batch['id']}/export", params={"condition": "MINT"}), 400, "bad_request")
+    with scanner_stack.client() as other:
+        failed(other.get(f"{BATCHES}/{batch['id']}/export"), 404, "not_found")
+
+
+def test_batch_events_go_through_the_outbox_in_the_order_of_the_answers(
+    client: httpx.Client, scanner_stack: Service
+) -> None:
+    import json
+
+    import psycopg
+
+    failed(client.post(BATCHES, json={"events": "every_photo"}), 400, "bad_request")
+    batch = accepted(client.post(BATCHES, json={"events": "per_photo"}))
+    assert batch["events"] == "per_photo"
+    accepted(upload(client, batch["id"], [(f"{n}.jpg", photo_of(CARDS[n])) for n in range(3)]))
+    accepted(client.post(f"{BATCHES}/{batch['id']}/close"))
+    done = wait_until_finished(client, batch["id"])
+    with psycopg.connect(scanner_stack.db.url) as conn:
+        rows = conn.execute(
+            "SELECT name, body FROM events WHERE body LIKE %s ORDER BY seq", (f"%{batch['id']}%",)
+        ).fetchall()
+    names = [name for name, _ in rows]
+    assert names == ["cardgame.scan.result"] * 3 + ["cardgame.scan.batch.completed"], names
+    bodies = [json.loads(body) for _, body in rows]
+    assert [body["data"]["sequence"] for body in bodies[:3]] == [1, 2, 3]
+    answers = {result["index"]: result for result in all_results(client, batch["id"])}
+    for body in bodies[:3]:
+        [result] = body["data"]["result"]
+        assert body["data"]["batch_id"] == batch["id"] and result == answers[result["index"]]
+    [completed] = bodies[3]["data"]["batch"]
+    assert completed["id"] == batch["id"] and completed["status"] == "done" == done["status"]
+    assert completed["outcomes"] == done["outcomes"]
+
+
+def test_the_operator_lists_shows_and_cancels_any_keys_batches(
+    client: httpx.Client, scanner_stack: Service
+) -> None:
+    import json
+
+    batch = accepted(client.post(BATCHES))
+    listed = scanner_stack.cli("batches", "list", "--status", "open").stdout.splitlines()
+    assert any(line.startswith(batch["id"] + "\t") and "\topen\t0/0\t" in line for line in listed), listed
+    shown = json.loads(scanner_stack.cli("batches", "show", batch["id"]).stdout)
+    assert shown == client.get(f"{BATCHES}/{batch['id']}").json()["data"]
+    assert "cancelled" in scanner_stack.cli("batches", "cancel", batch["id"]).stdout
+    assert client.get(f"{BATCHES}/{batch['id']}").json()["data"]["status"] == "cancelled"
+    assert "already finished" in scanner_stack.cli("batches", "cancel", batch["id"]).stdout
+    missing = scanner_stack.cli("batches", "show", "bat_" + "0" * 24, check=False)
+    assert missing.returncode == 1 and "No scan batch" in missing.stderr

@@ -44,6 +44,7 @@ def upgrade() -> None:
         sa.Column("key_id", sa.Integer(), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("page", sa.Boolean(), nullable=False),
+        sa.Column("events", sa.String(length=16), nullable=False),
         sa.Column("photo_count", sa.Integer(), nullable=False),
         sa.Column("answered", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from cardcat_client.errors import CardcatError
+from cardcat_client.routes import RAW_ROUTES
 
 USER_AGENT = "cardcat-client-python/0.2"
 
@@ -42,6 +43,7 @@ class Call:
     files: Files | None = None
     json: Any = None
     headers: dict[str, str] | None = None
+    raw: bool = False  # the answer is a file: its bytes, not the envelope's data
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,9 @@ PhotoSource = bytes | bytearray | memoryview | os.PathLike[str] | ScanFile
 BATCH_UPLOAD_PHOTOS = 100
 
 
-def create_batch_call(urls: list[str] | None, idempotency_key: str) -> Call:
+def create_batch_call(urls: list[str] | None, idempotency_key: str, events: str = "batch") -> Call:
     """`POST /v1/scan/batches`: empty, or closed at once holding `urls`. The key makes it safe to retry."""
-    body = {} if urls is None else {"urls": list(urls)}
+    body: dict[str, Any] = {"events": events} if urls is None else {"urls": list(urls), "events": events}
     return Call("POST", "/v1/scan/batches", json=body, headers={"Idempotency-Key": idempotency_key})
 
 
@@ -145,6 +147,12 @@ def add_photos_calls(batch_id: str, photos: list[PhotoSource], idempotency_key: 
              headers={"Idempotency-Key": f"{idempotency_key}-{start // BATCH_UPLOAD_PHOTOS}"})
         for start in range(0, len(parts), BATCH_UPLOAD_PHOTOS)
     ]  # fmt: skip
+
+
+def export_call(batch_id: str, params: Params) -> Call:
+    """`GET .../export`: the batch's answers as CSV or NDJSON bytes."""
+    method, path = RAW_ROUTES["export_batch"]
+    return Call(method, path.format(batch_id=quote(batch_id, safe="")), query_params(params), raw=True)
 
 
 def _photo_part(photo: PhotoSource, index: int) -> Part:
@@ -261,6 +269,8 @@ class Core:
             return self._data(kept, response)
         if 200 <= response.status_code < 300:
             etag = response.headers.get("etag")
+            if call.raw:
+                return response.content
             if request.method == "GET" and etag and self.etag_cache_size > 0:
                 self._keep(url, etag, response.content)
             return self._data(response.content, response)

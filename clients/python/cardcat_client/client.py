@@ -19,6 +19,7 @@ from cardcat_client._core import (
     ScanSource,
     add_photos_calls,
     create_batch_call,
+    export_call,
     scan_call,
 )
 from cardcat_client.routes import price_history_params
@@ -175,11 +176,13 @@ class CardcatClient(ClientBase[httpx.Client]):
     # --- scan batches (docs/batches.md) ----------------------------------------------------------
 
     def create_batch(
-        self, urls: Iterable[str] | None = None, *, idempotency_key: str | None = None
+        self, urls: Iterable[str] | None = None, *, events: str = "batch", idempotency_key: str | None = None
     ) -> models.Batch:
         """A new scan batch: open (add photos, then `close_batch`), or closed at once holding `urls`
-        (https, public; the server fetches them). Safe to retry: sent with an `Idempotency-Key`."""
-        call = create_batch_call(None if urls is None else list(urls), idempotency_key or uuid.uuid4().hex)
+        (https, public; the server fetches them). `events="per_photo"`: a webhook event per answer. Safe
+        to retry: sent with an `Idempotency-Key`."""
+        urls = None if urls is None else list(urls)
+        call = create_batch_call(urls, idempotency_key or uuid.uuid4().hex, events)
         return models.Batch.model_validate(self._send(call))
 
     def add_photos(
@@ -225,3 +228,18 @@ class CardcatClient(ClientBase[httpx.Client]):
         """Stops an unfinished batch (its waiting photos are deleted; answers so far stay)."""
         result: models.Batch = self._one("cancel_batch", batch_id=batch_id)
         return result
+
+    def export_batch(
+        self,
+        batch_id: str,
+        *,
+        format: str = "csv",
+        layout: str = "cardcat",
+        condition: str = "NM",
+        language: str = "English",
+    ) -> bytes:
+        """The batch's answers as a file: `format` `csv` or `ndjson`, `layout` `cardcat` or `tcgplayer`
+        (the marketplace's inventory import; single confident answers only), prices in `condition`."""
+        params = {"format": format, "layout": layout, "condition": condition, "language": language}
+        data: bytes = self._send(export_call(batch_id, params))
+        return data

@@ -290,6 +290,7 @@ class Batch(Model):
     id: str
     status: Literal["open", "queued", "running", "done", "cancelled", "expired"]
     page: bool
+    events: Literal["batch", "per_photo"]
     photos: BatchPhotos
     outcomes: BatchOutcomes
     progress: float

@@ -48,6 +48,11 @@ ROUTES: dict[str, Route] = {
     "cancel_batch": Route("DELETE", "/v1/scan/batches/{batch_id}", models.Batch),
 }
 
+# Routes whose answer is a file, not the envelope: the client hands back their bytes.
+RAW_ROUTES: dict[str, tuple[str, str]] = {
+    "export_batch": ("GET", "/v1/scan/batches/{batch_id}/export"),
+}
+
 # Paths the client leaves alone on purpose: they serve files, not the envelope.
 NOT_WRAPPED: dict[str, str] = {
     "/images/{key}/{size}.jpg": "image bytes; `image.low` / `image.high` are their URLs",
