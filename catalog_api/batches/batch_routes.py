@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -218,14 +219,16 @@ async def add_photos(batch_id: str, request: Request, context: Context) -> Respo
     key_id = await requesting_key(context.engine, request)
     settings = context.settings
     async with context.engine.connect() as conn:
-        queue.require_open(await queue.owned_batch(conn, batch_id, key_id))
+        batch = await queue.owned_batch(conn, batch_id, key_id)
+    if request.headers.get(idempotency.HEADER) is None:  # a retry may be answered even once it is closed
+        queue.require_open(batch)
     upload = await stage_photos(
         request,
         photo_files.staging_dir(settings, batch_id),
         max_photos=settings.batch_upload_max_photos,
         max_bytes=MAX_IMAGE_BYTES,
     )
-    placed: list[photo_files.Path] = []
+    placed: list[Path] = []
 
     async def change(conn: AsyncConnection) -> str:
         batch = await queue.owned_batch(conn, batch_id, key_id, lock=True)

@@ -51,7 +51,7 @@ BATCH_OPERATIONS = [
     ("DELETE", "/v1/scan/batches/{batch_id}"),
 ]
 # The batch routes answer from their first checks here (no scanner, no batch): fewer examples find all.
-BATCH_EXAMPLES = 25
+BATCH_EXAMPLES = 10
 
 # Every operation but the scan, listed so a new route fails `test_every_operation_is_fuzzed` until it
 # is added here. (Schemathesis's own pytest loader, `from_fixture`, does not run under pytest 9.)

@@ -157,11 +157,16 @@ def test_a_repeated_post_with_its_idempotency_key_happens_once(client: httpx.Cli
     replayed = accepted(upload(client, first["id"], photo, **{"Idempotency-Key": "photos-1"}))
     assert replayed["photos"]["total"] == 1
     assert client.get(f"{BATCHES}/{first['id']}").json()["data"]["photos"]["total"] == 1
+    accepted(client.post(f"{BATCHES}/{first['id']}/close"))
+    # A retry that comes after the close still gets its first answer; a new upload is refused.
+    assert (
+        accepted(upload(client, first["id"], photo, **{"Idempotency-Key": "photos-1"}))["id"] == first["id"]
+    )
+    failed(upload(client, first["id"], photo), 409, "conflict")
     # The same key for another request: refused, nothing added.
     other = [("b.jpg", photo_of(CARDS[1]))]
     failed(upload(client, first["id"], other, **{"Idempotency-Key": "photos-1"}), 409, "conflict")
     failed(client.post(BATCHES, headers={"Idempotency-Key": "\x01"}), 400, "bad_request")
-    accepted(client.post(f"{BATCHES}/{first['id']}/close"))
     assert wait_until_finished(client, first["id"])["photos"]["answered"] == 1
 
 
