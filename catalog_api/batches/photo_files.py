@@ -1,8 +1,9 @@
 """Where a batch's photos wait for their scan: `<data dir>/batches/<batch id>/<position>`, private to the
 server's user (0700 directories, 0600 files), never served, deleted as soon as the photo is answered,
 and with the whole directory when the batch is done, cancelled or expired. An upload is first written
-to `.upload-*` files in the batch's directory and renamed to its positions only once the database has
-them, so a failed upload leaves nothing a worker would scan (and the sweep removes its leftovers)."""
+to `.upload-*` files in the batch's directory and renamed to its positions inside the transaction that
+records them, just before it commits (a worker that takes a photo finds its file); a transaction that
+fails removes what it renamed, and the sweep removes what a killed request left."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ It uses that process's scanner client, so a batch photo goes through exactly wha
 (the same Ray Serve deployments, batched with the interactive scans) and is answered through the same
 code (`scan.answers`). `CARDCAT_BATCH_LANES` lanes each take one photo at a time from the queue
 (`batches.queue`: a lease, round-robin between batches); while interactive scans are in flight in this
-process only `CARDCAT_BATCH_LANES_WHEN_BUSY` lanes take new photos, so a running batch queues at most
-that many scans ahead of a user's. A sweeper expires old batches and deletes photo files nobody needs.
+process only `CARDCAT_BATCH_LANES_WHEN_BUSY` lanes take new photos, so this process's lanes queue at
+most that many scans ahead of a user's (another worker process's lanes do not know: docs/batches.md).
+A sweeper expires old batches and deletes photo files nobody needs.
 
 Nothing here can take the server down: a failed photo is answered `error` with its code, a scanner
 that is away gives the photo back to the queue, and a database that is away is waited out.
