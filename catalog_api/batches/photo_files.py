@@ -58,11 +58,7 @@ def remove_stale_uploads(settings: Settings, batch_id: str) -> None:
     """Staged files of uploads that never finished (a worker killed mid-request)."""
     cutoff = time.time() - STALE_UPLOAD_S
     for path in batch_dir(settings, batch_id).glob(STAGED_PREFIX + "*"):  # none when the dir is gone
-        try:
-            if path.stat().st_mtime < cutoff:
-                path.unlink(missing_ok=True)
-        except FileNotFoundError:
-            continue
+        _remove_if_older(path, cutoff)
 
 
 def remove_answered(settings: Settings, batch_id: str, waiting: set[int]) -> None:
@@ -70,10 +66,14 @@ def remove_answered(settings: Settings, batch_id: str, waiting: set[int]) -> Non
     cutoff = time.time() - STALE_PHOTO_S
     directory = batch_dir(settings, batch_id)
     for path in directory.iterdir() if directory.is_dir() else ():
-        if not path.name.isdigit() or int(path.name) in waiting:
-            continue
-        try:
-            if path.stat().st_mtime < cutoff:
-                path.unlink(missing_ok=True)
-        except FileNotFoundError:
-            continue
+        if path.name.isdigit() and int(path.name) not in waiting:
+            _remove_if_older(path, cutoff)
+
+
+def _remove_if_older(path: Path, cutoff: float) -> None:
+    """Deletes `path` when it was last written before `cutoff` (gone already: nothing to do)."""
+    try:
+        if path.stat().st_mtime < cutoff:
+            path.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass

@@ -10,18 +10,16 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 
-if TYPE_CHECKING:
-    from python_multipart.multipart import MultipartCallbacks
-
 from catalog_api.batches.photo_files import STAGED_PREFIX
 from catalog_api.kit.private_files import open_private
+from catalog_api.scan.intake import MultipartParts
 from catalog_api.scan.url_fetch import size_text
 from core.errors import APIError, BadRequest, PayloadTooLarge
 from core.photo import probe_image
@@ -63,50 +61,19 @@ def photo_name(filename: bytes | None, index: int) -> str:
     return text[:MAX_NAME_CHARS] or f"photo-{index + 1}"
 
 
-class _PhotoWriter:
-    """Multipart callbacks writing each `image` part to its own staged file; other parts are dropped."""
+class _PhotoWriter(MultipartParts):
+    """Writes each `image` part to its own staged file; other parts are dropped."""
 
     def __init__(self, directory: Path, max_photos: int, max_bytes: int, upload: StagedUpload) -> None:
-        self.directory, self.max_photos, self.max_bytes, self.upload = (
-            directory,
-            max_photos,
-            max_bytes,
-            upload,
-        )
+        super().__init__()
+        self.directory, self.upload = directory, upload
+        self.max_photos, self.max_bytes = max_photos, max_bytes
         self.error: APIError | None = None
-        self.finished = False
         self._file: IO[bytes] | None = None
         self._current: StagedPhoto | None = None
-        self._field = bytearray()
-        self._value = bytearray()
-        self._disposition = b""
         self._token = secrets.token_hex(6)
 
-    def callbacks(self) -> MultipartCallbacks:
-        return {
-            "on_part_begin": self._part_begin,
-            "on_header_field": lambda d, s, e: self._field.extend(d[s:e]),
-            "on_header_value": lambda d, s, e: self._value.extend(d[s:e]),
-            "on_header_end": self._header_end,
-            "on_headers_finished": self._headers_finished,
-            "on_part_data": self._part_data,
-            "on_part_end": self._part_end,
-            "on_end": self._end,
-        }
-
-    def _part_begin(self) -> None:
-        self._disposition = b""
-        self._field.clear()
-        self._value.clear()
-
-    def _header_end(self) -> None:
-        if bytes(self._field).strip().lower() == b"content-disposition":
-            self._disposition = bytes(self._value)
-        self._field.clear()
-        self._value.clear()
-
-    def _headers_finished(self) -> None:
-        _, options = parse_options_header(self._disposition)
+    def _part_headers(self, options: dict[bytes, bytes]) -> None:
         if options.get(b"name") != b"image" or self.error:
             return
         index = len(self.upload.photos)
@@ -136,9 +103,6 @@ class _PhotoWriter:
 
     def _part_end(self) -> None:
         self.close_file()
-
-    def _end(self) -> None:
-        self.finished = True
 
     def close_file(self) -> None:
         if self._file is not None:

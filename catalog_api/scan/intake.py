@@ -106,15 +106,13 @@ async def _read_json_url(request: Request) -> str:
     return url.strip()
 
 
-class _ImagePartCollector:
-    """Multipart callbacks keeping only the first `image` part in memory; every other part is dropped."""
+class MultipartParts:
+    """Multipart callbacks that read each part's `Content-Disposition` and hand its options (`name`,
+    `filename`) to `_part_headers`; a subclass says what a part's data and end mean. Shared by the scan
+    (one `image` part, in memory) and the batch uploads (every `image` part, to its own file)."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.image: bytearray | None = None
-        self.too_large = False
+    def __init__(self) -> None:
         self.finished = False
-        self._in_image = False
         self._field = bytearray()
         self._value = bytearray()
         self._disposition = b""
@@ -144,6 +142,32 @@ class _ImagePartCollector:
 
     def _headers_finished(self) -> None:
         _, options = parse_options_header(self._disposition)
+        self._part_headers(options)
+
+    def _part_headers(self, options: dict[bytes, bytes]) -> None:
+        raise NotImplementedError
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        raise NotImplementedError
+
+    def _part_end(self) -> None:
+        pass
+
+    def _end(self) -> None:
+        self.finished = True
+
+
+class _ImagePartCollector(MultipartParts):
+    """Keeps only the first `image` part in memory; every other part is dropped."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__()
+        self.max_bytes = max_bytes
+        self.image: bytearray | None = None
+        self.too_large = False
+        self._in_image = False
+
+    def _part_headers(self, options: dict[bytes, bytes]) -> None:
         self._in_image = options.get(b"name") == b"image" and self.image is None
         if self._in_image:
             self.image = bytearray()
@@ -159,9 +183,6 @@ class _ImagePartCollector:
 
     def _part_end(self) -> None:
         self._in_image = False
-
-    def _end(self) -> None:
-        self.finished = True
 
 
 async def _read_multipart(request: Request, boundary: bytes, max_bytes: int) -> bytes:

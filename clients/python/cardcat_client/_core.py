@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
@@ -137,16 +137,20 @@ def create_batch_call(urls: list[str] | None, idempotency_key: str, events: str 
     return Call("POST", "/v1/scan/batches", json=body, headers={"Idempotency-Key": idempotency_key})
 
 
-def add_photos_calls(batch_id: str, photos: list[PhotoSource], idempotency_key: str) -> list[Call]:
+def add_photos_calls(batch_id: str, photos: Iterable[PhotoSource], idempotency_key: str) -> Iterator[Call]:
     """`POST .../photos` in requests of up to 100 photos, each with its own key derived from
-    `idempotency_key`, so a retried request never adds its photos twice."""
+    `idempotency_key`, so a retried request never adds its photos twice. Photos are read a request at a
+    time, so a 5,000-photo batch is never held in memory whole."""
     path = f"/v1/scan/batches/{quote(batch_id, safe='')}/photos"
-    parts = [("image", _photo_part(photo, index)) for index, photo in enumerate(photos)]
-    return [
-        Call("POST", path, files=parts[start : start + BATCH_UPLOAD_PHOTOS],
-             headers={"Idempotency-Key": f"{idempotency_key}-{start // BATCH_UPLOAD_PHOTOS}"})
-        for start in range(0, len(parts), BATCH_UPLOAD_PHOTOS)
-    ]  # fmt: skip
+    parts: list[tuple[str, Part]] = []
+    request = 0
+    for index, photo in enumerate(photos):
+        parts.append(("image", _photo_part(photo, index)))
+        if len(parts) == BATCH_UPLOAD_PHOTOS:
+            yield Call("POST", path, files=parts, headers={"Idempotency-Key": f"{idempotency_key}-{request}"})
+            parts, request = [], request + 1
+    if parts:
+        yield Call("POST", path, files=parts, headers={"Idempotency-Key": f"{idempotency_key}-{request}"})
 
 
 def export_call(batch_id: str, params: Params) -> Call:

@@ -191,7 +191,7 @@ class CardcatClient(ClientBase[httpx.Client]):
         """Adds photos (bytes, binary files or `pathlib.Path`s; a file's name is kept) to an open
         batch, 100 a request, each request safe to retry."""
         batch = None
-        for call in add_photos_calls(batch_id, list(photos), idempotency_key or uuid.uuid4().hex):
+        for call in add_photos_calls(batch_id, photos, idempotency_key or uuid.uuid4().hex):
             batch = models.Batch.model_validate(self._send(call))
         return batch if batch is not None else self.batch(batch_id)
 
