@@ -10,7 +10,10 @@ rates are printed and written to JSON.
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
         [--hard-bucket hard|hard-v1]   # training.synth's hard bucket (#13's, or the one before it)
         [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
-        [--grid print|close|footer]   # which thresholds to sweep (GRIDS)
+        [--grid print|close|footer|tiers]   # which thresholds to sweep (GRIDS)
+
+`--grid tiers` (#44) sweeps the confidence tiers' bounds and chooses, for each, the lowest at which no
+`certain` answer on these photos was wrong (`choose_tiers`); it prints each tier's share and precision.
 """
 
 from __future__ import annotations
@@ -32,7 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` 
 
 from cardcat.stack import REPO, SHARED_CATALOG, Service, create_database
 from catalog_api.ingest.feed import feed_path, read_jsonl
-from serve_app.fusion import PrintTable, Read, Thresholds, better_turn, decide, footer_candidates
+from serve_app.fusion import (
+    MAX_MATCHES,
+    PrintTable,
+    Read,
+    Thresholds,
+    better_turn,
+    decide,
+    footer_candidates,
+    picture_answer,
+)
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 SEED_BASE = 20_000_000
@@ -58,6 +70,11 @@ GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
         "footer_order_floor": (0.0, 0.01, 0.03, 0.1, 0.2),
         "footer_floor": (0.03, 0.1, 0.2, 0.3),
         "footer_accept": (0.9, 0.97),
+    },
+    # The confidence tiers' bounds (#44): a lone answer the print backs, or the picture alone gave.
+    "tiers": {
+        "certain_with_print": (0.82, 0.84, 0.86, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98, 1.01),
+        "certain_picture": (0.95, 0.96, 0.97, 0.98, 0.99, 1.01),
     },
 }
 
@@ -103,9 +120,13 @@ def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[
 
     for job in jobs:
         read = Read(**job["read"]) if job["read"] else None
-        job["matches"] = [cid for cid, _ in decide(dict(job["hits"]), read, table, t).matches]
+        # As the scanner serves it: a photo the picture alone answers is never read (its matches are
+        # the same either way, `picture_answer`; its tier is the picture's).
+        decision = picture_answer(dict(job["hits"]), table, t) or decide(dict(job["hits"]), read, table, t)
+        job["matches"], job["tier"] = [cid for cid, _ in decision.matches], decision.tier
+        job["race_artwork"] = decision.details.get("race_artwork")
     cards = [j for j in jobs if j["kind"] != "nocard"]
-    out: dict[str, float] = {}
+    out: dict[str, float] = {**tier_rates(jobs), **large_races(cards, table)}
     for key in sorted({f"{j['kind']}.{j['artwork']}" for j in cards}):
         split = rates([j for j in cards if f"{j['kind']}.{j['artwork']}" == key])
         out[f"{key}.top1"], out[f"{key}.top5"] = split["top1"], split["top5"]
@@ -113,6 +134,53 @@ def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[
     nocard = [j for j in jobs if j["kind"] == "nocard"]
     out["nocard_false"] = sum(1 for j in nocard if j["matches"]) / max(1, len(nocard))
     return out
+
+
+def large_races(cards: list[dict[str, Any]], table: PrintTable) -> dict[str, float]:
+    """#43 item 3: photos whose unread print left a race of an artwork printed more than five times (five
+    must be chosen), and how often the true card was among the five."""
+    large = [
+        j
+        for j in cards
+        if j["race_artwork"] is not None
+        and len(table.by_artwork[j["race_artwork"]]) > MAX_MATCHES
+        and j["card_id"] in table.by_artwork[j["race_artwork"]]
+    ]
+    among = sum(1 for j in large if j["card_id"] in j["matches"])
+    return {"race_over_five.n": len(large), "race_over_five.true_among": among / max(1, len(large))}
+
+
+def tier_rates(jobs: list[dict[str, Any]]) -> dict[str, float]:
+    """Per photo kind and tier: the tier's share of the kind's photos, and how many of its lone answers
+    named the true card (`certain` and `likely` answer one card; a no-card photo's match is wrong)."""
+    out: dict[str, float] = {}
+    for kind in sorted({j["kind"] for j in jobs}):
+        of_kind = [j for j in jobs if j["kind"] == kind]
+        for tier in ("certain", "likely", "review"):
+            in_tier = [j for j in of_kind if j["tier"] == tier]
+            out[f"{kind}.{tier}.share"] = len(in_tier) / max(1, len(of_kind))
+            if tier != "review":
+                right = sum(1 for j in in_tier if j.get("card_id") and j["matches"] == [j["card_id"]])
+                out[f"{kind}.{tier}.n"], out[f"{kind}.{tier}.wrong"] = len(in_tier), len(in_tier) - right
+    return out
+
+
+def choose_tiers(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each tier bound the lowest at which no `certain` answer was wrong on these photos, the other bound
+    held at its most cautious (so each is chosen on the answers it alone lets in)."""
+    kinds = sorted({k.split(".")[0] for r in rows for k in r if k.endswith(".certain.wrong")})
+
+    def wrong(row: dict[str, Any]) -> float:
+        return sum(row[f"{kind}.certain.wrong"] for kind in kinds)
+
+    chosen: dict[str, float] = {}
+    pairs = (("certain_with_print", "certain_picture"), ("certain_picture", "certain_with_print"))
+    for bound, other in pairs:
+        cautious = max(r["thresholds"][other] for r in rows)
+        clean = [r for r in rows if r["thresholds"][other] == cautious and wrong(r) == 0]
+        chosen[bound] = min(r["thresholds"][bound] for r in clean)
+    row = next(r for r in rows if r["thresholds"] == chosen)
+    return {"rule": "lowest bound with no wrong certain answer, the other bound at its most cautious", **row}
 
 
 def best_similarity_quantiles(jobs: list[dict[str, Any]]) -> dict[str, float | int]:
@@ -200,6 +268,9 @@ def main() -> int:
     report["card_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["kind"] != "nocard"])
     if args.grid == "close":
         report["chosen"] = choose_close(rows)
+        print(f"chosen: {report['chosen']}")
+    if args.grid == "tiers":
+        report["chosen"] = choose_tiers(rows)
         print(f"chosen: {report['chosen']}")
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")

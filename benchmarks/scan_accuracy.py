@@ -210,6 +210,7 @@ async def send_all(base_url: str, key: str, jobs: list[dict[str, Any]], concurre
                 job["matches"] = [m["card"]["id"] for m in body["data"]["matches"]]
                 job["scores"] = [m["score"] for m in body["data"]["matches"]]
                 job["reason"] = (body["data"]["unidentified"] or {}).get("reason")
+                job["tier"] = body["data"]["analysis"].get("tier")
             done += 1
             if done % 100 == 0:
                 print(f"  {done}/{len(jobs)} photos", flush=True)
@@ -239,6 +240,41 @@ def rates(jobs: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": sum(1 for j in jobs if "error" in j),
         **({"p50_ms": float(np.percentile([j["ms"] for j in jobs], 50))} if "ms" in jobs[0] else {}),
     }
+
+
+def tier_rates(jobs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per photo kind, each confidence tier's share of the photos and (certain, likely: one card each)
+    its precision, the share of its answers that named the true card (#44: certain >= 99.9%, likely
+    >= 98%). A no-card photo answered in any tier is wrong."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for kind in ("standard", "hard", "nocard"):
+        of_kind = [j for j in jobs if j["kind"] == kind]
+        out[kind] = {}
+        for tier in ("certain", "likely", "review"):
+            in_tier = [j for j in of_kind if j.get("tier", "review") == tier]
+            node: dict[str, float] = {"n": len(in_tier), "share": len(in_tier) / max(1, len(of_kind))}
+            if tier != "review":
+                right = sum(1 for j in in_tier if j.get("card_id") and j["matches"] == [j["card_id"]])
+                node["wrong"] = len(in_tier) - right
+                node["precision"] = right / len(in_tier) if in_tier else 1.0
+            out[kind][tier] = node
+    return out
+
+
+def print_tier_table(tiers: dict[str, dict[str, dict[str, float]]]) -> None:
+    print(
+        "\nconfidence tiers (analysis.tier): share of photos, precision (wrong of n)"
+        " | #44: certain >= 99.9%, likely >= 98%"
+    )
+    print("| photos | certain | likely | review |")
+    print("|---|---|---|---|")
+    for kind, node in tiers.items():
+        cells = []
+        for tier in ("certain", "likely"):
+            t = node[tier]
+            cells.append(f"{t['share']:.1%}, {t['precision']:.2%} ({int(t['wrong'])} of {int(t['n'])})")
+        cells.append(f"{node['review']['share']:.1%}")
+        print(f"| {kind} | " + " | ".join(cells) + " |")
 
 
 def main() -> int:
@@ -293,6 +329,8 @@ def main() -> int:
     classify_misses(card_jobs)
     report["miss_kinds"] = miss_counts(card_jobs)
     print_table(report)
+    report["tiers"] = tier_rates(jobs)
+    print_tier_table(report["tiers"])
     if args.maker == "heldout":
         report["miss_effects"] = effect_counts(jobs)
         print_heldout_table(report)
@@ -331,6 +369,7 @@ def main() -> int:
                 "matches",
                 "scores",
                 "reason",
+                "tier",
                 "miss",
                 "corner_err_pct",
                 "effects",

@@ -32,12 +32,18 @@ class Unidentified(TypedDict):
     message: str
 
 
+# How far a scan client may trust an answer (`serve_app.fusion.with_tier`): `certain` goes straight to
+# inventory, `likely` is right nearly always, `review` (a race, or no answer) goes to a person.
+Tier = Literal["certain", "likely", "review"]
+
+
 class ScanDecision(TypedDict):
     """The scanner's answer for a photo it could decode: matches best first, else why there are none."""
 
     matches: list[ScannedCard]
     unidentified: Unidentified | None
     details: NotRequired[dict[str, Any]]  # how fusion decided (thresholds' inputs): for tests and tuning
+    tier: NotRequired[Tier]  # absent from a scanner older than tiers: read as `review`
     # Seconds per scanner stage (decode, locate, search, read, fuse, total): the ingress's metrics.
     timings: NotRequired[dict[str, float]]
 

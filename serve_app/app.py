@@ -8,7 +8,8 @@ pipeline in its own process with DeploymentHandles to the three deployments (one
 than a hop through a composing replica). `ScanService`, the application's own ingress deployment, runs
 the same pipeline for Ray's HTTP proxy (`POST /scan`, for an ingress outside the Ray cluster) and holds
 the fusion thresholds the app was deployed with. The answer names cards by id; the ingress adds the
-catalog fields.
+catalog fields. A batch photo enters the Detector by `locate_background`, behind users' scans
+(`serve_app.priority`).
 
     photo bytes -> Detector.locate: decode at working scale, find the corners, rectify to the 600x838 face
                 -> Embedder.search: the face shrunk to 96x134, upright and turned 180°, keep the better
@@ -40,6 +41,7 @@ import numpy as np
 import ray
 from ray import serve
 from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -51,6 +53,7 @@ from models.geometry import half_turn
 from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Thresholds
 from serve_app.pipeline import DETECTOR, EMBEDDER, FACE_LOST, READER, SERVICE, Located, ScanPipeline
+from serve_app.priority import InteractiveFirst
 from serve_app.stages import Face, locate_photos, search_faces
 
 if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
@@ -67,6 +70,7 @@ BATCH_WAIT_S = ScanConfig.batch_wait_ms / 1000
 # none in eight runs with this hold). Holding the latest few keeps each face in the store until long
 # after its Reader call began at any rate a 2-core box sees; 32 faces are 48 MB of the 256 MB store.
 FACES_HELD = 32
+DETECTOR_CALLS_METRIC = "cardcat_scanner_detector_calls_total"
 
 
 def _set_batching(method: Any, config: dict[str, Any]) -> None:
@@ -118,9 +122,13 @@ class Detector:
         threads: int = 1,
         pixels: str = "auto",
         batch_wait_ms: float = ScanConfig.batch_wait_ms,
+        background_busy_slots: int = ScanConfig.background_busy_slots,
+        background_idle_slots: int = ScanConfig.background_idle_slots,
+        background_quiet_ms: float = ScanConfig.background_quiet_ms,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
-        host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU)."""
+        host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU).
+        `background_*`: how many batch photos this replica takes beside users' scans (`InteractiveFirst`)."""
         from models.detector import CardDetector
         from models.sessions import Backend
 
@@ -129,14 +137,38 @@ class Detector:
         self.model = CardDetector(Path(weights), device, runtime)
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
         self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
-        _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
+        _set_batching(self.locate_batch, {"batch_wait_ms": batch_wait_ms})
+        self.gate = InteractiveFirst(background_busy_slots, background_idle_slots, background_quiet_ms / 1000)
+        # Exported by Ray as `ray_cardcat_scanner_detector_calls_total{priority}`.
+        self.calls = Counter(
+            DETECTOR_CALLS_METRIC,
+            description="Photos the Detector located: users' scans (interactive) and batch photos "
+            "(background, let in behind them).",
+            tag_keys=("priority",),
+        )
         self.model.warm()  # first-call costs (allocator, oneDNN kernels) before the first request
 
     def reconfigure(self, config: dict[str, Any]) -> None:
-        _set_batching(self.locate, config)
+        _set_batching(self.locate_batch, config)
+
+    async def locate(self, request: tuple[bytes, tuple[int, int]]) -> Located:
+        """A user's scan (`POST /v1/scan`): straight into the batching queue."""
+        self.calls.inc(tags={"priority": "interactive"})
+        async with self.gate.interactive():
+            return await self.locate_batch(request)
+
+    async def locate_background(self, request: tuple[bytes, tuple[int, int]]) -> Located:
+        """A batch photo (`catalog_api.batches`): in when the gate has a slot (`serve_app.priority`)."""
+        async with self.gate.background():
+            self.calls.inc(tags={"priority": "background"})
+            return await self.locate_batch(request)
+
+    def traffic(self) -> dict[str, int]:
+        """Calls this replica's gate has let through, and batch photos waiting at it."""
+        return dataclasses.asdict(self.gate.traffic())
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def locate(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:
+    async def locate_batch(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:
         """Each request: the photo's bytes and the (width, height) of the thumbnail to return."""
 
         timings: list[dict[str, float]] = [{} for _ in requests]
@@ -333,14 +365,15 @@ class ScanService:
             if len(body) > MAX_IMAGE_BYTES:
                 too_large = PayloadTooLarge("The photo is larger than 10 MB.")
                 return JSONResponse(refusal(too_large.code, too_large.message), status_code=too_large.status)
-        answer = await self.scan_photo(bytes(body))
+        background = request.query_params.get("background") == "1"
+        answer = await self.scan_photo(bytes(body), background)
         status = refusal_error(cast(ScanRefusal, answer)["error"]).status if "error" in answer else 200
         return JSONResponse(answer, status_code=status)
 
-    async def scan_photo(self, data: bytes) -> ScanAnswer:
+    async def scan_photo(self, data: bytes, background: bool = False) -> ScanAnswer:
         """The decision as JSON-ready data, or `{"error": {code, message}}` when the bytes are not a photo
-        we can decode."""
-        return await self.pipeline.scan_photo(data)
+        we can decode; `background`: a batch photo (`?background=1` on `POST /scan`)."""
+        return await self.pipeline.scan_photo(data, background)
 
 
 def _wants_gpu(device: str) -> bool:
@@ -393,7 +426,14 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
     threads, wait = config.threads, config.batch_wait_ms
     return service.bind(
         detector.bind(
-            config.detector_weights, device, config.detector_options(), threads, batch_wait_ms=wait
+            config.detector_weights,
+            device,
+            config.detector_options(),
+            threads,
+            batch_wait_ms=wait,
+            background_busy_slots=config.background_busy_slots,
+            background_idle_slots=config.background_idle_slots,
+            background_quiet_ms=config.background_quiet_ms,
         ),
         embedder.bind(
             config.embedder_weights,

@@ -27,6 +27,13 @@ class ScanConfig:
     # the previous one runs anyway; a lone scan waited at each of three stages (2 ms: ~5-10 ms more p50 at
     # concurrency 1, the same CPU per scan at 16; docs/scanner-performance.md, "Batch wait").
     batch_wait_ms: float = 0.0
+    # Batch photos (`catalog_api.batches`) a Detector replica takes beside users' scans
+    # (`serve_app.priority.InteractiveFirst`): `background_idle_slots` at once while no user's scan came
+    # for `background_quiet_ms`, else `background_busy_slots`, so a user waits behind one batch photo, not
+    # every lane of every ingress process (docs/batches.md, "Users' scans first").
+    background_busy_slots: int = 1
+    background_idle_slots: int = 8
+    background_quiet_ms: float = 500.0
     # Replicas of each model deployment (Detector, Embedder, Reader). Ray Serve spreads a deployment's
     # replicas over the cluster's nodes, so on several nodes one lost node leaves each model answering.
     replicas: int = 1

@@ -30,6 +30,7 @@ from core.scan_contract import (
     PRINT_MATCHES_NOTHING,
     PRINT_UNREADABLE,
     ScanDecision,
+    Tier,
     Unidentified,
     UnidentifiedReason,
 )
@@ -125,6 +126,15 @@ class Thresholds:
     # matched at any bound from 0.50 to 0.85 (the detector found no quad in any), and every bound up to
     # 0.78 answered the 150 hard photos equally well (0.80 lost one); the highest of those is kept.
     close_similarity: float = 0.78
+    # Confidence tiers (#44, `with_tier`): a lone answer the print (or the footer's odds) backs is
+    # `certain` from `certain_with_print` up; one the picture alone gave (a unique artwork) from
+    # `certain_picture` up; any other lone answer is `likely`; a race or no answer is `review`. Chosen on
+    # validation photos (`benchmarks/fusion_sweep.py --grid tiers --standard 600 --hard 600 --nocard 200`,
+    # results/fusion_sweep_tiers.json): no lone answer of either kind was wrong at any bound, so each is
+    # the bound its answers already need (`accept_with_print`, `accept`); an operator whose photos show
+    # wrong `certain` answers raises them.
+    certain_with_print: float = 0.82
+    certain_picture: float = 0.95
 
 
 @dataclass
@@ -133,6 +143,7 @@ class Decision:
     reason: UnidentifiedReason | None = None
     message: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    tier: Tier = "review"
 
     def as_dict(self) -> ScanDecision:
         """The decision as the scan contract's answer (`core.scan_contract`)."""
@@ -143,6 +154,7 @@ class Decision:
             "matches": [{"card_id": card_id, "score": score} for card_id, score in self.matches],
             "unidentified": unidentified,
             "details": self.details,
+            "tier": self.tier,
         }
 
 
@@ -299,7 +311,23 @@ def decide(
     similar: Mapping[str, float], read: Read | None, table: PrintTable, t: Thresholds | None = None
 ) -> Decision:
     """`similar`: candidate card id -> cosine similarity of the photo to its face (best orientation)."""
-    return _decide(similar, read, table, t or Thresholds())
+    t = t or Thresholds()
+    return with_tier(_decide(similar, read, table, t), t)
+
+
+def with_tier(decision: Decision, t: Thresholds) -> Decision:
+    """The decision with its confidence tier: `certain` for one card that the print backs
+    (`basis` print or footer) at `certain_with_print`, or that the picture alone is sure of (`basis`
+    picture, a unique artwork past `accept` and `margin`) at `certain_picture`; `likely` for any other
+    lone answer; `review` for a race (the picture cannot tell which card) and for no answer."""
+    if len(decision.matches) != 1:
+        decision.tier = "review"
+        return decision
+    basis, similarity = decision.details.get("basis"), decision.matches[0][1]
+    backed = basis in ("print", "footer") and similarity >= t.certain_with_print
+    sure = basis == "picture" and similarity >= t.certain_picture
+    decision.tier = "certain" if backed or sure else "likely"
+    return decision
 
 
 def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, t: Thresholds) -> Decision:
@@ -335,6 +363,7 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
             artwork = table.cards[picture.matches[0][0]].artwork
             if not any(table.cards[cid].artwork == artwork for cid, sim in pool if sim >= t.min_similarity):
                 picture.details["discarded_print"] = details
+                picture.details["basis"] = "picture_over_print"  # read and picture disagreed: never certain
                 return picture
     if not pool or best_sim < (t.min_similarity if legible else t.close_similarity):
         return _unidentified(legible, details)
@@ -351,8 +380,13 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
         # weigh every reading of the crop, not only its likeliest glyphs.
         likeliest, odds, sure = footer
         details["footer_odds"] = {cid: round(p, 4) for cid, p in odds.items() if p >= 0.01}
-        if sure and odds[likeliest] >= t.footer_accept and best_sim >= t.accept_with_print:
-            return Decision(matches=[(likeliest, _score(best_sim))], details=details)
+        # ...among the reprints the picture has not ruled out: one the search left out of the race window
+        # differs from the photo in frame or finish (sm7-140 beside its gold sm7-181; validation photo
+        # 21,000,160 was answered sm7-140 alone at 0.959 on the footer while the picture put it outside
+        # the 32 nearest).
+        in_view = candidates.get(likeliest, 0.0) >= best_sim - t.race_window
+        if sure and in_view and odds[likeliest] >= t.footer_accept and best_sim >= t.accept_with_print:
+            return Decision(matches=[(likeliest, _score(best_sim))], details={**details, "basis": "footer"})
         # To the picture the reprints are one artwork: in a race they share its similarity and go in the
         # order of their footers' odds.
         pool = [(cid, best_sim if cid in odds else sim) for cid, sim in pool]
@@ -372,13 +406,14 @@ def _decide(similar: Mapping[str, float], read: Read | None, table: PrintTable, 
         details["near_siblings"] = [card.id for card in siblings]
         return Decision(matches=[(card.id, _score(best_sim)) for card in answer], details=details)
     if single:
-        return Decision(matches=[(top.id, _score(best_sim))], details=details)
+        return Decision(matches=[(top.id, _score(best_sim))], details={**details, "basis": "print"})
     race = [(cid, sim) for cid, sim in pool if sim >= best_sim - t.race_window][:MAX_MATCHES]
     if len(race) < 2:
         # One card alone is not a race: with the print legible it is answered when the picture is close
         # enough to stand alone, and otherwise nothing is (a single match claims a confidence it would lack).
-        if best_sim >= t.accept_alone:
-            return Decision(matches=[(top.id, _score(best_sim))], details=details)
+        if best_sim >= t.accept_alone:  # the print agrees but does not single it out
+            agrees = {**details, "basis": "print_agrees"}
+            return Decision(matches=[(top.id, _score(best_sim))], details=agrees)
         return _unidentified(legible, details)
     return Decision(matches=[(cid, _score(sim)) for cid, sim in race], details=details)
 
@@ -405,7 +440,7 @@ def picture_answer(
     if len(picture.matches) != 1 or len(table.by_artwork[table.cards[picture.matches[0][0]].artwork]) > 1:
         return None
     picture.details["print"] = "not read: no read could change this answer"
-    return picture
+    return with_tier(picture, t)
 
 
 def _unread_answer(
@@ -432,7 +467,7 @@ def _unread_answer(
     group = [table.cards[card_id] for card_id in table.by_artwork[artwork]]
     details.update(best_similarity=round(best_sim, 4), margin=round(margin, 4), same_artwork=len(group))
     if len(group) == 1 and best_sim >= t.accept and margin >= t.margin:
-        return Decision(matches=[(group[0].id, _score(best_sim))], details=details)
+        return Decision(matches=[(group[0].id, _score(best_sim))], details={**details, "basis": "picture"})
     details["race_artwork"] = artwork
     footer = footer_odds(group, read.footer_scores if read else {}, t) if len(group) > 1 else None
     if footer is not None and (footer.sure or len(group) <= MAX_MATCHES):

@@ -47,10 +47,10 @@ class ServeHandleScanClient:
         self.service = service
         self.thresholds_due = 0.0
 
-    async def scan(self, photo: bytes) -> ScanDecision:
+    async def scan(self, photo: bytes, background: bool = False) -> ScanDecision:
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                answer: ScanAnswer = await asyncio.wait_for(self._call(photo), CALL_TIMEOUT_S)
+                answer: ScanAnswer = await asyncio.wait_for(self._call(photo, background), CALL_TIMEOUT_S)
                 break
             except TimeoutError:
                 log.warning("scanner call unanswered after %.0f s", CALL_TIMEOUT_S)
@@ -63,11 +63,11 @@ class ServeHandleScanClient:
             raise refusal_error(cast(ScanRefusal, answer)["error"])
         return cast(ScanDecision, answer)
 
-    async def _call(self, photo: bytes) -> ScanAnswer:
+    async def _call(self, photo: bytes, background: bool) -> ScanAnswer:
         if time.monotonic() >= self.thresholds_due:
             self.pipeline.thresholds = Thresholds(**await self.service.fusion_thresholds.remote())
             self.thresholds_due = time.monotonic() + THRESHOLDS_REFRESH_S
-        return await self.pipeline.scan_photo(photo)
+        return await self.pipeline.scan_photo(photo, background)
 
     async def aclose(self) -> None:
         return None

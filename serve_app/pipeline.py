@@ -102,13 +102,15 @@ class ScanPipeline:
         self.latest = table
         return stamp, table
 
-    async def scan_photo(self, data: bytes) -> ScanAnswer:
+    async def scan_photo(self, data: bytes, background: bool = False) -> ScanAnswer:
         """The decision for a photo's bytes as JSON-ready data, with its stage `timings`, or
-        `{"error": {code, message}}` when the bytes are not a photo we can decode."""
+        `{"error": {code, message}}` when the bytes are not a photo we can decode. `background`: a batch
+        photo, which the Detector lets in behind users' scans (`serve_app.priority`)."""
         started = time.perf_counter()
         if self.embed_size is None:
             self.embed_size = tuple(await self.embedder.input_size.remote())
-        located: Located = await self.detector.locate.remote((data, self.embed_size))
+        locate = self.detector.locate_background if background else self.detector.locate
+        located: Located = await locate.remote((data, self.embed_size))
         timings = dict(located.timings)
         if located.error is not None:
             self._observe(timings)

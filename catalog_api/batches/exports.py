@@ -1,11 +1,12 @@
 """A batch's answers as a file a shop's tools import: CSV in our own layout or in the marketplace
 inventory layout, or NDJSON (`GET /v1/scan/batches/{id}/export`).
 
-Identical answers are one row with a quantity: every photo answered with the same single card, or the
-same race of cards. Only single confident answers go to the marketplace layout (a race or an
-unidentified photo would import a wrong card); our layout keeps them too, after the sure rows, marked
-by their outcome, for a person to look at. Prices are the card's headline printing's current market in
-the batch's condition (NM unless asked), as `GET /v1/cards` shows it.
+Identical answers are one row with a quantity: every photo answered with the same single card at the
+same confidence tier, or the same race of cards. Only single answers (tier `certain` or `likely`) go to
+the marketplace layout (a race or an unidentified photo would import a wrong card); our layout keeps
+them too, after the single ones, marked by their outcome and tier `review`, for a person to look at.
+Prices are the card's headline printing's current market in the batch's condition (NM unless asked), as
+`GET /v1/cards` shows it.
 
 A photo's name is the client's file name: a cell that a spreadsheet would run as a formula (starting
 with `=`, `+`, `-`, `@`, tab or carriage return) is written with a leading `'`.
@@ -26,8 +27,8 @@ from catalog_api.prices.price_reads import headline_printings
 FORMATS = ("csv", "ndjson")
 LAYOUTS = ("cardcat", "tcgplayer")
 CARDCAT_COLUMNS = (
-    "quantity", "outcome", "card_id", "name", "expansion", "number", "rarity", "printing", "condition",
-    "market_cents", "other_matches", "photos",
+    "quantity", "tier", "outcome", "card_id", "name", "expansion", "number", "rarity", "printing",
+    "condition", "market_cents", "other_matches", "photos",
 )  # fmt: skip
 # The marketplace's inventory import columns (#44 item 6): quantity, name, set, number, condition,
 # printing, language, market price in dollars.
@@ -44,6 +45,7 @@ class ExportRow:
     """One distinct answer and how many photos gave it."""
 
     outcome: str
+    tier: str
     matches: list[dict[str, Any]]
     photos: list[str] = field(default_factory=list)
     printing: str | None = None
@@ -68,14 +70,17 @@ def aggregate(answers: list[dict[str, Any]]) -> list[ExportRow]:
             outcome = "race"
         else:
             outcome = str((answer.get("unidentified") or {}).get("reason", "unidentified"))
+        tier = "review" if outcome == "error" else (answer.get("analysis") or {}).get("tier", "review")
         ids = tuple(match["card"]["id"] for match in matches)
-        key = (outcome, *ids) if ids else (outcome, f"#{answer['index']}")
-        rows.setdefault(key, ExportRow(outcome, matches)).photos.append(str(answer.get("name", "")))
+        key = (outcome, tier, *ids) if ids else (outcome, tier, f"#{answer['index']}")
+        rows.setdefault(key, ExportRow(outcome, tier, matches)).photos.append(str(answer.get("name", "")))
     order = {"match": 0, "race": 1}
+    tiers = {"certain": 0, "likely": 1}
     return sorted(
         rows.values(),
         key=lambda row: (
             order.get(row.outcome, 2),
+            tiers.get(row.tier, 2),
             (row.card or {}).get("expansion", {}).get("id", ""),
             (row.card or {}).get("number") or "",
         ),
@@ -96,6 +101,7 @@ def cardcat_record(row: ExportRow, condition: str) -> dict[str, Any]:
     card = row.card or {}
     return {
         "quantity": len(row.photos),
+        "tier": row.tier,
         "outcome": row.outcome,
         "card_id": card.get("id"),
         "name": card.get("name"),

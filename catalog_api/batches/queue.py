@@ -43,6 +43,8 @@ EVENT_MODES = ("batch", PER_PHOTO)
 MAX_ATTEMPTS = 3
 # The outcomes a batch counts its answers by (`match`, `race`, the unidentified reasons, `error`).
 OUTCOMES = ("match", "race", "print_unreadable", "no_confident_match", "error")
+# ...and by confidence tier (`analysis.tier`; an error is `review`).
+TIERS = ("certain", "likely", "review")
 
 
 def now() -> datetime:
@@ -234,6 +236,19 @@ async def outcome_counts(conn: AsyncConnection, batch_id: str) -> dict[str, int]
     return counts
 
 
+async def tier_counts(conn: AsyncConnection, batch_id: str) -> dict[str, int]:
+    """Answered photos by confidence tier (`analysis.tier`): what goes to inventory, what to a person."""
+    query = (
+        select(BatchPhoto.tier, func.count())
+        .where(BatchPhoto.batch_id == batch_id, BatchPhoto.state == ANSWERED)
+        .group_by(BatchPhoto.tier)
+    )
+    counts = dict.fromkeys(TIERS, 0)
+    for tier, count in (await conn.execute(query)).all():
+        counts[str(tier or "review")] += int(count)
+    return counts
+
+
 async def answers_after(
     conn: AsyncConnection, batch_id: str, after: int, limit: int
 ) -> list[tuple[int, dict[str, Any]]]:
@@ -349,7 +364,14 @@ async def answer(engine: AsyncEngine, photo: Claimed, owner: str, outcome: str, 
         taken = await conn.execute(
             update(BatchPhoto)
             .where(BatchPhoto.id == photo.id, BatchPhoto.state == LEASED, BatchPhoto.lease_owner == owner)
-            .values(state=ANSWERED, lease_owner=None, lease_until=None, outcome=outcome, answered_at=moment)
+            .values(
+                state=ANSWERED,
+                lease_owner=None,
+                lease_until=None,
+                outcome=outcome,
+                tier=(body.get("analysis") or {}).get("tier", "review"),
+                answered_at=moment,
+            )
         )
         if taken.rowcount != 1:
             return False
@@ -445,6 +467,7 @@ async def describe(conn: AsyncConnection, batch_id: str) -> dict[str, Any]:
         "events": batch.events,
         "photos": {"total": batch.photo_count, "answered": batch.answered, "waiting": waiting},
         "outcomes": await outcome_counts(conn, batch_id),
+        "tiers": await tier_counts(conn, batch_id),
         "progress": _progress(batch),
         "created_at": _iso(batch.created_at),
         "closed_at": _iso(batch.closed_at),

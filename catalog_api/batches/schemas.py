@@ -28,6 +28,12 @@ class BatchOutcomes(Strict):
     error: int = Field(description="Photos that could not be scanned (their `error` says why).")
 
 
+class BatchTiers(Strict):
+    certain: int = Field(description="Answered photos whose `analysis.tier` is `certain`.")
+    likely: int
+    review: int = Field(description="Races, photos with no match, and errors: for a person.")
+
+
 class Batch(Strict):
     id: str
     status: BatchStatus
@@ -35,6 +41,7 @@ class Batch(Strict):
     events: EventMode = Field(description="`per_photo`: a `cardgame.scan.result` webhook event per answer.")
     photos: BatchPhotos
     outcomes: BatchOutcomes
+    tiers: BatchTiers
     progress: float = Field(ge=0, le=1, description="answered / total (1 for an empty finished batch).")
     created_at: datetime
     closed_at: datetime | None = Field(description="When it stopped taking photos.")

@@ -70,6 +70,7 @@ class BatchPhoto(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     sequence: Mapped[int | None] = mapped_column(Integer)
     outcome: Mapped[str | None] = mapped_column(String(32))
+    tier: Mapped[str | None] = mapped_column(String(16))  # the answer's `analysis.tier`
     answer: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

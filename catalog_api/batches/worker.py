@@ -129,7 +129,7 @@ class BatchWorker:
             except FileNotFoundError:
                 # The batch was cancelled or expired while this photo waited: the answer is not written.
                 return _failed("not_found", "The photo was deleted before its scan.")
-        decision = await scanner.scan(data)
+        decision = await scanner.scan(data, background=True)
         del data
         answer = await scan_answer(self.context, decision, None)
         answer["error"] = None
@@ -165,7 +165,7 @@ class BatchWorker:
 def _failed(code: str, message: str) -> dict[str, Any]:
     """A photo's answer when it could not be scanned: the scan answer's shape with its error."""
     return {
-        "analysis": {"game": None},
+        "analysis": {"game": None, "tier": "review"},
         "matches": [],
         "unidentified": None,
         "error": {"code": code, "message": message},

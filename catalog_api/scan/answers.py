@@ -10,7 +10,7 @@ from catalog_api.deps import AppContext
 from catalog_api.kit.images import image_urls
 from catalog_api.kit.languages import localized
 from catalog_api.scan import card_rows
-from core.scan_contract import ScanDecision, ScannedCard, unidentified_answer
+from core.scan_contract import ScanDecision, ScannedCard, Tier, unidentified_answer
 from core.vocabulary import GAME
 
 
@@ -18,10 +18,17 @@ async def scan_answer(context: AppContext, decision: ScanDecision, language: str
     """`{analysis, matches, unidentified}` for the scanner's `decision`."""
     matches = await hydrate(context, decision["matches"], language)
     return {
-        "analysis": {"game": GAME if matches else None},
+        # A match the catalog no longer has (dropped by `hydrate`) leaves fewer cards than the scanner saw.
+        "analysis": {"game": GAME if matches else None, "tier": tier_of(decision, len(matches))},
         "matches": matches,
         "unidentified": None if matches else unidentified_answer(decision),
     }
+
+
+def tier_of(decision: ScanDecision, hydrated: int) -> Tier:
+    """The scanner's tier, or `review` when fewer cards are left to answer with than it decided on."""
+    tier: Tier = decision.get("tier", "review")
+    return tier if hydrated == len(decision["matches"]) else "review"
 
 
 def outcome_of(answer: dict[str, Any]) -> str:

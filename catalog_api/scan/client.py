@@ -24,8 +24,9 @@ log = logging.getLogger("cardcat.scan")
 
 
 class ScanClient(Protocol):
-    async def scan(self, photo: bytes) -> ScanDecision:
-        """The scanner's decision for a photo (`core.scan_contract`); a refusal is raised."""
+    async def scan(self, photo: bytes, background: bool = False) -> ScanDecision:
+        """The scanner's decision for a photo (`core.scan_contract`); a refusal is raised. `background`:
+        a batch photo, which the scanner takes behind users' scans (`serve_app.priority`)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -38,11 +39,14 @@ class HTTPScanClient:
         self.url = url
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=2.0), trust_env=False)
 
-    async def scan(self, photo: bytes) -> ScanDecision:
+    async def scan(self, photo: bytes, background: bool = False) -> ScanDecision:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 response = await self.client.post(
-                    self.url, content=photo, headers={"content-type": "application/octet-stream"}
+                    self.url,
+                    content=photo,
+                    headers={"content-type": "application/octet-stream"},
+                    params={"background": "1"} if background else None,
                 )
             except httpx.HTTPError:
                 if attempt < ATTEMPTS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from catalog_api.kit.schemas import Image, Strict
-from core.scan_contract import UnidentifiedReason
+from core.scan_contract import Tier, UnidentifiedReason
 
 
 class ScanExpansion(Strict):
@@ -31,6 +31,12 @@ class ScanMatch(Strict):
 
 class ScanAnalysis(Strict):
     game: str | None = Field(description="`cardgame`; null when `matches` is empty.")
+    tier: Tier = Field(
+        description="How far to trust the answer: `certain` (one card, backed by its printed number or by "
+        "a picture the scanner is sure of: straight to inventory), `likely` (one card, right nearly "
+        "always), `review` (a race of several cards, or none: for a person). Measured precision per tier: "
+        "docs/scanner.md."
+    )
 
 
 class Unidentified(Strict):

@@ -61,7 +61,7 @@ def test_each_model_replica_batches_with_the_wait_it_is_given():
         "from serve_app.config import MODELS\n"
         "d = Detector.func_or_class(str(MODELS / 'detector.pt'), 'cpu', batch_wait_ms=7.0)\n"
         "r = Reader.func_or_class(str(MODELS / 'ocr.pt'), 'cpu', batch_wait_ms=0.0)\n"
-        "print(d.locate._get_batch_wait_timeout_s(), r.read._get_batch_wait_timeout_s())\n"
+        "print(d.locate_batch._get_batch_wait_timeout_s(), r.read._get_batch_wait_timeout_s())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0.007", "0.0"]

@@ -104,6 +104,12 @@ def test_uploaded_photos_are_answered_as_single_scans_and_then_deleted(
     outcomes = done["outcomes"]
     assert sum(outcomes.values()) == 3 and outcomes["error"] == 0
     assert outcomes["match"] >= 2, results  # the two unique artworks
+    # Tiers counted as the answers show them (the analysis equals a single scan's, tier included).
+    tiers = [result["analysis"]["tier"] for result in results]
+    assert done["tiers"] == {tier: tiers.count(tier) for tier in ("certain", "likely", "review")}
+    for result in results:
+        lone = len(result["matches"]) == 1
+        assert (result["analysis"]["tier"] != "review") == lone, result
     assert photo_files(scanner_stack, batch["id"]) == [], "scanned photos are deleted"
     after = Scrape.get(f"{scanner_stack.base_url}/metrics")
     for outcome, count in outcomes.items():

@@ -469,3 +469,44 @@ def test_no_lone_answer_on_a_picture_score_with_nothing_read():
         ("xy11-25", 0.862)
     ]
     assert decide({"xy11-25": 0.96, "g1-3": 0.6}, Read(), HELDOUT_MISSES).matches == [("xy11-25", 0.96)]
+
+
+def test_confidence_tiers_follow_what_backs_the_answer():
+    """`certain`: one card the print backs at `certain_with_print`, or a unique artwork the picture alone
+    is sure of at `certain_picture`; `likely`: any other lone answer; `review`: a race or nothing."""
+    t = Thresholds(certain_with_print=0.9, certain_picture=0.97)
+    backed = decide({"base1-4": 0.93, "base4-4": 0.94}, read("004/102", "BS"), TABLE, t)
+    assert backed.matches == [("base1-4", 0.93)] and backed.tier == "certain"
+    assert backed.details["basis"] == "print"
+    faint = decide({"base1-4": 0.86, "base4-4": 0.87}, read("004/102", "BS"), TABLE, t)
+    assert faint.matches == [("base1-4", 0.86)] and faint.tier == "likely"
+    sure = decide({"base1-2": 0.98, "base1-15": 0.80}, None, TABLE, t)
+    assert sure.matches == [("base1-2", 0.98)] and sure.tier == "certain"
+    short = decide({"base1-2": 0.96, "base1-15": 0.80}, None, TABLE, t)
+    assert short.matches == [("base1-2", 0.96)] and short.tier == "likely"
+    race = decide({"base1-4": 0.96, "base4-4": 0.97}, read(), TABLE, t)
+    assert len(race.matches) == 2 and race.tier == "review"
+    nothing = decide({"base1-2": 0.5}, None, TABLE, t)
+    assert nothing.matches == [] and nothing.tier == "review"
+    assert picture_answer({"base1-2": 0.98, "base1-15": 0.80}, TABLE, t).tier == "certain"  # type: ignore[union-attr]
+    assert decide({"base1-2": 0.98}, None, TABLE, t).as_dict()["tier"] == "certain"
+
+
+def test_a_sure_picture_over_a_print_naming_another_card_is_never_certain():
+    """The print and the picture disagreed: the picture's card stands (the print was misread), but a
+    disagreement is not what `certain` promises."""
+    t = Thresholds(certain_with_print=0.9, certain_picture=0.97)
+    decision = decide({"base1-2": 0.99, "base1-15": 0.70}, read("015/102", "BS"), TABLE, t)
+    assert decision.matches == [("base1-2", 0.99)] and decision.tier == "likely"
+
+
+def test_the_footer_answers_alone_only_a_reprint_the_picture_has_not_ruled_out():
+    """Validation photo 21,000,160 (sm7-181, a gold reprint of sm7-140's artwork): the picture found the
+    photo's print and left the other outside its nearest, the footer's odds named the other: it was
+    answered alone, wrong. A reprint the search put outside the race window differs in frame or finish,
+    so the footer no longer answers it alone: the two race, the picture's first."""
+    legible = Read(footer_scores=footers(base1_4=-2.0, base4_4=-17.0))  # the footer names base1-4
+    both = decide({"base1-4": 0.96, "base4-4": 0.97}, legible, TABLE)
+    assert both.matches == [("base1-4", 0.97)] and both.details["basis"] == "footer"
+    ruled_out = decide({"base4-4": 0.96, "base1-2": 0.70}, legible, TABLE)
+    assert [m[0] for m in ruled_out.matches] == ["base4-4", "base1-4"] and ruled_out.tier == "review"

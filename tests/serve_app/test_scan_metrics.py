@@ -146,3 +146,36 @@ def test_scan_metrics_are_outside_the_api(scanner: tuple[Service, int]):
     response = httpx.get(f"{service.base_url}/metrics", timeout=30)
     assert response.status_code == 200 and "ratelimit" not in response.headers
     assert Path(service.data_dir / "metrics").is_dir()
+
+
+def test_batch_photos_enter_the_detector_behind_users_scans(scanner: tuple[Service, int]):
+    """A batch's photos reach the Detector by its background door (`serve_app.priority`), users' scans
+    by the interactive one: Ray's export of the Detector's calls counts each where it came in. This
+    module's only batch photos are these two."""
+    service, ray_port = scanner
+    calls = "ray_cardcat_scanner_detector_calls_total"
+    with service.client() as client:
+        client.timeout = httpx.Timeout(120)
+        batch = ok(client.post("/v1/scan/batches"))["id"]
+        files = [
+            ("image", (f"{n}.jpg", photo_of(card), "image/jpeg"))
+            for n, card in enumerate(("base1-4", "swsh10tg-TG01"))
+        ]
+        assert client.post(f"/v1/scan/batches/{batch}/photos", files=files).status_code == 202
+        assert client.post(f"/v1/scan/batches/{batch}/close").status_code == 202
+
+        def done() -> None:
+            assert ok(client.get(f"/v1/scan/batches/{batch}"))["status"] == "done"
+
+        eventually(done, timeout=120, interval=0.5)
+        scanned = scan(client, photo_of("base1-4"))
+        assert scanned.status_code == 200
+
+    def ray_scrape() -> Scrape:
+        scrape = Scrape.parse(httpx.get(f"http://127.0.0.1:{ray_port}/metrics", timeout=10).text)
+        assert scrape.sum(calls, priority="background") == 2, scrape.sum(calls, priority="background")
+        assert scrape.sum(calls, priority="interactive") >= 1
+        return scrape
+
+    scrape = eventually(ray_scrape, timeout=60, interval=2)
+    assert set(scrape.labels(calls, "priority")) == {"interactive", "background"}

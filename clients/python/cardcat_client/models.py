@@ -255,6 +255,8 @@ class ScanMatch(Model):
 
 class ScanAnalysis(Model):
     game: str | None
+    # How far to trust the answer: `certain`, `likely` or `review` (a race, or no card).
+    tier: Literal["certain", "likely", "review"]
 
 
 class Unidentified(Model):
@@ -284,6 +286,12 @@ class BatchOutcomes(Model):
     error: int
 
 
+class BatchTiers(Model):
+    certain: int
+    likely: int
+    review: int
+
+
 class Batch(Model):
     """A scan batch (`/v1/scan/batches`): `status` is open, queued, running, done, cancelled or expired."""
 
@@ -293,6 +301,7 @@ class Batch(Model):
     events: Literal["batch", "per_photo"]
     photos: BatchPhotos
     outcomes: BatchOutcomes
+    tiers: BatchTiers
     progress: float
     created_at: datetime
     closed_at: datetime | None
