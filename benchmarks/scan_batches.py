@@ -30,6 +30,7 @@ import os
 import platform
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -325,6 +326,10 @@ def main() -> int:
             report: dict[str, Any] = {
                 "photos": args.photos, "repeats": args.repeats, "concurrency": args.concurrency,
                 "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+                "command": " ".join(["benchmarks/scan_batches.py", *sys.argv[1:]]),
+                "git_sha": subprocess.run(
+                    ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO
+                ).stdout.strip(),
                 "throughput": {
                     "closed_loop_photos_s": statistics.median(loops), "closed_loop_runs": loops,
                     "batch_photos_s": statistics.median(alone), "batch_runs": alone_runs,

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CARDCAT_CONSOLE_SCREENSHOTS=docs/img .venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/console/test_console.py -k "(typo and postgresql) or TG03"
+  tests/console/test_console.py -k "(typo and postgresql) or TG03 or batch"
 ls -l docs/img/console-*.png

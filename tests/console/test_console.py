@@ -1,9 +1,11 @@
 """The web console in a real headless Chromium against the real server: a typo search to a card page
-with its prices, cursor paging, a bad key, errors in words, and a photo scanned by the real Ray Serve
-scanner. Every check compares what the page shows with what the API answers for the same request."""
+with its prices, cursor paging, a bad key, errors in words, a photo scanned by the real Ray Serve
+scanner, and a batch of photos on the Batches tab. Every check compares what the page shows with what
+the API answers for the same request."""
 
 from __future__ import annotations
 
+import csv
 import io
 import zlib
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from cardcat.stack import (
     create_database,
     free_port,
 )
+from catalog_api.batches.exports import CARDCAT_COLUMNS
 from tests.catalog_api.helpers import ok
 from tests.conftest import SCANNER_EXPANSIONS
 from tests.console.browser import ConsolePage, chromium
@@ -509,6 +512,7 @@ def test_a_photo_shows_the_card_it_is(scan_tab: ConsolePage, scanner: Service, c
     expect(first).to_contain_text(f"{best['card']['expansion']['name']} ({best['card']['expansion']['id']})")
     expect(first).to_contain_text(f"Number {best['card']['number']}")
     expect(first.locator(".score")).to_have_text(f"score {best['score']:.3f}")
+    expect(page.locator("#scan-result .tier")).to_have_attribute("data-tier", answer["analysis"]["tier"])
     all_images_loaded(page, "#scan-result")
     if card_id == "swsh10tg-TG03":
         scan_tab.screenshot("console-scan.png")
@@ -550,3 +554,44 @@ def test_a_refused_photo_is_told_in_words(
     choose(page, data, name=name, mime="text/plain" if name.endswith(".txt") else "image/jpeg")
     expect(page.locator("#message")).to_contain_text(words, timeout=TIMEOUT_MS)
     assert page.locator("#scan-result .match").count() == 0
+
+
+def test_a_batch_of_photos_shows_its_progress_its_answers_with_tiers_and_a_csv(
+    scan_tab: ConsolePage, scanner: Service
+):
+    """#44 item 7: photos chosen on the Batches tab go up as one batch; the page follows it to `done`,
+    lists every answer with the tier the API gives it, and downloads the batch's CSV with prices."""
+    from playwright.sync_api import expect
+
+    cards = ("swsh10tg-TG03", "base1-4", "swsh10tg-TG07")
+    files = [{"name": f"{card}.jpg", "mimeType": "image/jpeg", "buffer": photo_of(card)} for card in cards]
+    files.append({"name": "blank.jpg", "mimeType": "image/jpeg", "buffer": jpeg_blank()})
+    page = scan_tab.open("#/batches", key=scanner.key)
+    page.set_input_files("#batch-photos", files=files)
+    expect(page.locator("#batch-chosen")).to_have_text("4 photos chosen")
+    page.click("#batch-start")
+    expect(page.locator("#batch-progress")).to_have_attribute("data-status", "done", timeout=180_000)
+    batch_id = page.evaluate("location.hash").split("/")[-1]
+    rows = page.locator("#batch-results tbody tr")
+    expect(rows).to_have_count(4)
+    with scanner.client(scanner.key) as client:
+        batch = ok(client.get(f"/v1/scan/batches/{batch_id}"))
+        results = ok(client.get(f"/v1/scan/batches/{batch_id}/results", params={"limit": 10}))["items"]
+    shown = rows.evaluate_all("rs => rs.map(r => [Number(r.dataset.index), r.dataset.tier])")
+    assert sorted(map(tuple, shown)) == sorted((r["index"], r["analysis"]["tier"]) for r in results)
+    tiers = batch["tiers"]
+    expect(page.locator("#batch-summary")).to_contain_text(
+        f"4 of 4 photos answered, 0 waiting · {tiers['certain']} certain, {tiers['likely']} likely, "
+        f"{tiers['review']} to review"
+    )
+    scan_tab.screenshot("console-batches.png")
+    blank = page.locator('#batch-results tbody tr[data-index="3"]')
+    expect(blank).to_contain_text("No card recognised")
+    expect(blank.locator(".tier")).to_have_text("review")
+    with page.expect_download(timeout=TIMEOUT_MS) as download:
+        page.click("#batch-csv")
+    text = Path(download.value.path()).read_text(encoding="utf-8")
+    table = list(csv.reader(io.StringIO(text, newline="")))
+    assert tuple(table[0]) == CARDCAT_COLUMNS
+    assert sum(int(row[0]) for row in table[1:]) == 4
+    assert download.value.suggested_filename == f"cardcat-batch-{batch_id}.csv"

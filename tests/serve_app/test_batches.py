@@ -4,6 +4,7 @@ tests/catalog_api/test_batch_queue.py."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +14,11 @@ import httpx
 import pytest
 
 from benchmarks.metrics_text import Scrape
-from cardcat.stack import Service
+from cardcat.stack import CARDCAT, REPO, Service
 from catalog_api.batches.schemas import Batch, BatchResult
 from catalog_api.kit.schemas import Envelope, Page
 from tests.catalog_api.helpers import failed
+from tests.catalog_api.test_events import Receiver
 from tests.serve_app.test_scan_http import photo_of, scan
 
 BATCHES = "/v1/scan/batches"
@@ -298,6 +300,18 @@ def test_batch_events_go_through_the_outbox_in_the_order_of_the_answers(
     import psycopg
 
     failed(client.post(BATCHES, json={"events": "every_photo"}), 400, "bad_request")
+    # A real receiver on loopback (private addresses allowed for this CLI run only), subscribed first.
+    env = {**scanner_stack.env, "CARDCAT_WEBHOOKS_ALLOW_PRIVATE": "true"}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [*CARDCAT, *args], env=env, capture_output=True, text=True, cwd=REPO, check=True
+        )
+        return done.stdout
+
+    receiver = Receiver().start()
+    added = cli("webhooks", "add", receiver.url).strip().splitlines()
+    receiver.secret, endpoint_id = added[-1], added[0].split()[2]
     batch = accepted(client.post(BATCHES, json={"events": "per_photo"}))
     assert batch["events"] == "per_photo"
     accepted(upload(client, batch["id"], [(f"{n}.jpg", photo_of(CARDS[n])) for n in range(3)]))
@@ -317,7 +331,17 @@ def test_batch_events_go_through_the_outbox_in_the_order_of_the_answers(
         assert body["data"]["batch_id"] == batch["id"] and result == answers[result["index"]]
     [completed] = bodies[3]["data"]["batch"]
     assert completed["id"] == batch["id"] and completed["status"] == "done" == done["status"]
-    assert completed["outcomes"] == done["outcomes"]
+    assert completed["outcomes"] == done["outcomes"] and completed["tiers"] == done["tiers"]
+    # Delivered, signed, in the order of the answers (other tests' events may be delivered beside them).
+    try:
+        cli("events", "deliver", "--once")
+        got = [event for event in receiver.accepted() if batch["id"] in json.dumps(event)]
+        assert [event["name"] for event in got] == names
+        assert [event["data"] for event in got] == [body["data"] for body in bodies]
+        assert all(r.verified for r in receiver.received), "every post carries a valid signature"
+    finally:
+        cli("webhooks", "remove", endpoint_id)
+        receiver.stop()
 
 
 def test_the_operator_lists_shows_and_cancels_any_keys_batches(

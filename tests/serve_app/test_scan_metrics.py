@@ -156,7 +156,9 @@ def test_batch_photos_enter_the_detector_behind_users_scans(scanner: tuple[Servi
     calls = "ray_cardcat_scanner_detector_calls_total"
     with service.client() as client:
         client.timeout = httpx.Timeout(120)
-        batch = ok(client.post("/v1/scan/batches"))["id"]
+        created = client.post("/v1/scan/batches")
+        assert created.status_code == 202, created.text
+        batch = created.json()["data"]["id"]
         files = [
             ("image", (f"{n}.jpg", photo_of(card), "image/jpeg"))
             for n, card in enumerate(("base1-4", "swsh10tg-TG01"))

@@ -160,7 +160,7 @@ function setUpKeyForm() {
   showKeyState();
 }
 
-// ---- routing: #/search?…, #/card/<id>, #/scan --------------------------------------------------------
+// ---- routing: #/search?…, #/card/<id>, #/scan, #/batches[/<id>] --------------------------------------------------------
 
 // Each navigation gets a number; an answer that arrives after the user has moved on is dropped, so a
 // slow first page can never overwrite the search typed after it.
@@ -174,7 +174,7 @@ function route() {
   navigation += 1;
   const hash = location.hash || "#/search";
   const [path, query = ""] = hash.slice(1).split("?");
-  const views = { search: "view-search", card: "view-card", scan: "view-scan" };
+  const views = { search: "view-search", card: "view-card", scan: "view-scan", batches: "view-batches" };
   const name = path.split("/")[1] || "search";
   for (const [view, id] of Object.entries(views)) {
     document.getElementById(id).hidden = view !== name;
@@ -189,6 +189,9 @@ function route() {
     else showCard(cardId);
   } else if (name === "scan") {
     document.title = "Scan · cardcat console";
+  } else if (name === "batches") {
+    document.title = "Batches · cardcat console";
+    showBatch(decodeURIComponent(path.split("/")[2] || ""));
   } else {
     showSearch(new URLSearchParams(query));
   }
@@ -677,6 +680,7 @@ function scanAnswer(data) {
     "div",
     { class: "matches" },
     el("h2", { text: heading }),
+    el("p", {}, tierBadge(data.analysis.tier), " ", TIERS[data.analysis.tier] || ""),
     el(
       "div",
       { class: "match-list" },
@@ -699,12 +703,183 @@ function scanAnswer(data) {
   );
 }
 
+const TIERS = {
+  certain: "Backed by its printed number or a picture the scanner is sure of: straight to inventory.",
+  likely: "One card, on less evidence: right nearly always; spot-check it.",
+  review: "The scanner cannot tell which card this is: for a person to decide.",
+};
+
+function tierBadge(tier) {
+  return el("span", { class: `tier tier-${tier}`, "data-tier": tier, text: tier });
+}
+
+// ---- batches: many photos in one job (/v1/scan/batches) --------------------------------------------
+
+const UPLOAD_PER_REQUEST = 100; // the route's limit of photos a request
+
+function setUpBatches() {
+  const input = document.getElementById("batch-photos");
+  const drop = document.getElementById("batch-drop");
+  const start = document.getElementById("batch-start");
+  const chosen = () => {
+    const count = input.files.length;
+    start.disabled = count === 0;
+    document.getElementById("batch-chosen").textContent = count ? `${count} photo${count === 1 ? "" : "s"} chosen` : "";
+  };
+  input.addEventListener("change", chosen);
+  drop.addEventListener("dragover", (event) => {
+    event.preventDefault();
+    drop.classList.add("over");
+  });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (event) => {
+    event.preventDefault();
+    drop.classList.remove("over");
+    input.files = event.dataTransfer.files;
+    chosen();
+  });
+  document.getElementById("batch-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const files = Array.from(input.files);
+    if (!files.length) return;
+    clearMessage();
+    start.disabled = true;
+    try {
+      const batch = await api("/v1/scan/batches", { method: "POST" });
+      for (let first = 0; first < files.length; first += UPLOAD_PER_REQUEST) {
+        showMessage(`Uploading photos ${first + 1}–${Math.min(files.length, first + UPLOAD_PER_REQUEST)} of ${files.length}…`, "info");
+        const body = new FormData();
+        for (const file of files.slice(first, first + UPLOAD_PER_REQUEST)) body.append("image", file, file.name || "photo.jpg");
+        await api(`/v1/scan/batches/${encodeURIComponent(batch.id)}/photos`, { method: "POST", body });
+      }
+      await api(`/v1/scan/batches/${encodeURIComponent(batch.id)}/close`, { method: "POST" });
+      clearMessage();
+      input.value = "";
+      chosen();
+      location.hash = `#/batches/${encodeURIComponent(batch.id)}`;
+    } catch (error) {
+      reportFailure(error);
+      start.disabled = false;
+    }
+  });
+  document.getElementById("batch-csv").addEventListener("click", () => downloadExport(shownBatch));
+  document.getElementById("batch-cancel").addEventListener("click", async () => {
+    try {
+      await api(`/v1/scan/batches/${encodeURIComponent(shownBatch)}`, { method: "DELETE" });
+      route();
+    } catch (error) {
+      reportFailure(error);
+    }
+  });
+}
+
+let shownBatch = "";
+
+/** A batch's progress and answers, polled once a second until it is finished; the answers arrive in
+ * the order they were given, each once (the results route's cursor), and are appended as they come. */
+async function showBatch(batchId) {
+  const box = document.getElementById("batch");
+  shownBatch = batchId;
+  box.hidden = !batchId;
+  if (!batchId) return;
+  const seen = navigation;
+  const rows = document.querySelector("#batch-results tbody");
+  rows.replaceChildren();
+  let cursor = null;
+  for (;;) {
+    let batch;
+    try {
+      batch = await api(`/v1/scan/batches/${encodeURIComponent(batchId)}`);
+      for (;;) {
+        const query = new URLSearchParams({ limit: "200" });
+        if (cursor) query.set("cursor", cursor);
+        const page = await api(`/v1/scan/batches/${encodeURIComponent(batchId)}/results?${query}`);
+        if (stale(seen)) return;
+        rows.append(...page.items.map(batchRow));
+        if (!page.next_cursor || page.items.length === 0) {
+          cursor = page.next_cursor || cursor;
+          break;
+        }
+        cursor = page.next_cursor;
+      }
+    } catch (error) {
+      if (!stale(seen)) reportFailure(error);
+      return;
+    }
+    if (stale(seen)) return;
+    drawBatch(batch);
+    if (["done", "cancelled", "expired"].includes(batch.status)) return;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    if (stale(seen)) return;
+  }
+}
+
+function drawBatch(batch) {
+  const { total, answered, waiting } = batch.photos;
+  const tiers = batch.tiers;
+  document.getElementById("batch-title").textContent = `Batch ${batch.id}: ${batch.status}`;
+  const progress = document.getElementById("batch-progress");
+  progress.value = batch.progress;
+  progress.dataset.status = batch.status;
+  document.getElementById("batch-summary").textContent =
+    `${answered} of ${total} photos answered, ${waiting} waiting · ${tiers.certain} certain, ${tiers.likely} likely, ` +
+    `${tiers.review} to review · ${batch.outcomes.error} could not be scanned`;
+  document.getElementById("batch-cancel").hidden = ["done", "cancelled", "expired"].includes(batch.status);
+}
+
+function batchRow(result) {
+  const name = result.name || result.url || "";
+  const tier = result.analysis.tier;
+  const cells = [el("td", { class: "num", text: String(result.index + 1) }), el("td", { text: name }), el("td", {}, tierBadge(tier))];
+  if (result.error) {
+    cells.push(el("td", { colspan: "4", class: "error-text", text: describe(new ApiError(0, result.error.code, result.error.message, null)) }));
+  } else if (result.matches.length === 0) {
+    const reason = result.unidentified ? result.unidentified.reason : "unknown";
+    cells.push(el("td", { colspan: "4", class: "muted", text: `No card recognised (${reason.replace(/_/g, " ")})` }));
+  } else {
+    const best = result.matches[0];
+    const others = result.matches.length > 1 ? ` (or ${result.matches.length - 1} more)` : "";
+    cells.push(
+      el("td", {}, el("a", { href: `#/card/${encodeURIComponent(best.card.id)}` }, best.card.name), others),
+      el("td", { text: best.card.expansion.name }),
+      el("td", { text: best.card.number || "" }),
+      el("td", { class: "num", text: best.score.toFixed(3) }),
+    );
+  }
+  return el("tr", { "data-index": String(result.index), "data-tier": tier }, cells);
+}
+
+/** The batch's CSV, fetched with the key (a plain link cannot send it) and handed to the browser. */
+async function downloadExport(batchId) {
+  const key = currentKey();
+  try {
+    const response = await fetch(`/v1/scan/batches/${encodeURIComponent(batchId)}/export?format=csv&layout=cardcat`, {
+      headers: { Authorization: `Bearer ${key}` },
+      cache: "no-store",
+    });
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      const error = body.error || {};
+      throw new ApiError(response.status, error.code || `http_${response.status}`, error.message || "", response.headers.get("Retry-After"));
+    }
+    const url = URL.createObjectURL(await response.blob());
+    const link = el("a", { href: url, download: `cardcat-batch-${batchId}.csv` });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  } catch (error) {
+    reportFailure(error instanceof ApiError ? error : new ApiError(0, "network", `The export could not be fetched (${error.message}).`, null));
+  }
+}
+
 // ---- start ----------------------------------------------------------------------------------------
 
 document.addEventListener("DOMContentLoaded", () => {
   setUpKeyForm();
   setUpSearch();
   setUpScan();
+  setUpBatches();
   window.addEventListener("hashchange", route);
   route();
 });
