@@ -13,7 +13,10 @@ distinct photos sent round and round):
   when the first of them finishes (round-robin: about half each);
 - `crash`: a batch of `--photos` photos with a 10 s lease; a uvicorn worker SIGKILLed twice while it
   runs (uvicorn starts a new one); then every photo's answers are counted: lost (none), doubled (more
-  than one), and the photo files left on disk after `done` (#44: 0, 0, 0).
+  than one), and the photo files left on disk after `done` (#44: 0, 0, 0);
+- `outages`: the same count for a batch on a stack of its own whose PostgreSQL (a private server,
+  `cardcat.outages.PrivatePostgres`) is stopped for 5 s and started again a third of the way through,
+  and whose Detector replica is SIGKILLed two thirds of the way through (Ray Serve starts another).
 
 The throughput runs are repeated `--repeats` times (medians reported).
 
@@ -244,35 +247,83 @@ def crash(service: Service, bodies: list[bytes], total: int, kills: int = 2) -> 
                 os.kill(workers[0], signal.SIGKILL)
                 killed.append(workers[0])
             time.sleep(3)
-        done = wait_done(c, batch_id)
-        results, cursor = [], None
-        while True:
-            page = c.get(
-                f"{BATCHES}/{batch_id}/results",
-                params={"limit": 200} | ({"cursor": cursor} if cursor else {}),
-            ).json()["data"]
-            results += page["items"]
-            cursor = page["next_cursor"]
-            if cursor is None:
-                break
+        return {"workers_killed": len(killed), **count_answers(service, c, batch_id, total)}
+
+
+def count_answers(service: Service, c: httpx.Client, batch_id: str, total: int) -> dict[str, Any]:
+    """Every photo's answers once the batch is finished: lost, doubled, and photo files left on disk."""
+    done = wait_done(c, batch_id)
+    results, cursor = [], None
+    while True:
+        page = c.get(
+            f"{BATCHES}/{batch_id}/results", params={"limit": 200} | ({"cursor": cursor} if cursor else {})
+        ).json()["data"]
+        results += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
     seen: dict[int, int] = {}
     for result in results:
         seen[result["index"]] = seen.get(result["index"], 0) + 1
-    left = (
-        list((service.data_dir / "batches" / batch_id).glob("*"))
-        if (service.data_dir / "batches" / batch_id).exists()
-        else []
-    )
+    folder = service.data_dir / "batches" / batch_id
     return {
-        "photos": total, "workers_killed": len(killed), "status": done["status"],
+        "photos": total, "status": done["status"],
         "lost": sum(1 for index in range(total) if index not in seen),
         "doubled": sum(1 for count in seen.values() if count > 1),
-        "files_left": len(left), "errors": done["outcomes"]["error"],
+        "files_left": len(list(folder.glob("*"))) if folder.exists() else 0,
+        "errors": done["outcomes"]["error"],
     }  # fmt: skip
+
+
+def _answered(c: httpx.Client, batch_id: str) -> int:
+    answered: int = c.get(f"{BATCHES}/{batch_id}").json()["data"]["photos"]["answered"]
+    return answered
+
+
+def outages(root: Path, bodies: list[bytes], total: int) -> dict[str, Any]:
+    """A batch through a PostgreSQL restart and the loss of the Detector replica."""
+    from benchmarks.replicas import replica_pids
+    from cardcat.outages import PrivatePostgres
+    from cardcat.stack import Database
+
+    postgres = PrivatePostgres()
+    service = launch_scanner(
+        root,
+        EXPANSIONS,
+        serve_args=("--workers", "2"),
+        database=Database(postgres.url, "postgresql"),
+        CARDCAT_BATCH_LEASE_S="10",
+    )
+    try:
+        with client(service) as c:
+            batch_id = run_batch(c, bodies, total)
+            while _answered(c, batch_id) < total // 3:
+                time.sleep(0.2)
+            postgres.stop()
+            time.sleep(5)
+            postgres.start()
+            while True:  # the API answers again once its pool reconnects
+                try:
+                    if _answered(c, batch_id) >= 2 * total // 3:
+                        break
+                except (httpx.HTTPError, KeyError, TypeError, ValueError):
+                    pass
+                time.sleep(0.2)
+            killed = replica_pids("Detector")[:1]
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+            return {
+                "faults": ["PostgreSQL stopped 5 s", f"Detector replicas SIGKILLed: {len(killed)}"],
+                **count_answers(service, c, batch_id, total),
+            }
+    finally:
+        service.stop()
+        postgres.close()
 
 
 def table(report: dict[str, Any]) -> str:
     t, i, f, c = report["throughput"], report["interactive"], report["fairness"], report["crash"]
+    o = report["outages"]
     runs = f"median of {report['repeats']}"
     rows = [
         (
@@ -295,6 +346,11 @@ def table(report: dict[str, Any]) -> str:
         (
             f"crash ({c['workers_killed']} workers SIGKILLed): lost, doubled, files left",
             f"{c['lost']}, {c['doubled']}, {c['files_left']}",
+            "0, 0, 0",
+        ),
+        (
+            f"outages ({'; '.join(o['faults'])}): lost, doubled, files left",
+            f"{o['lost']}, {o['doubled']}, {o['files_left']}",
             "0, 0, 0",
         ),
     ]
@@ -341,6 +397,8 @@ def main() -> int:
             }  # fmt: skip
         finally:
             service.stop()
+    with tempfile.TemporaryDirectory() as tmp:
+        report["outages"] = outages(Path(tmp), bodies, args.photos)
     print(table(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -328,17 +328,19 @@ def launch_scanner(
     port: int | None = None,
     env: Mapping[str, str] | None = None,
     serve_args: tuple[str, ...] = (),
+    database: Database | None = None,
     **extra_env: str,
 ) -> Service:
     """A deployment with the scanner: faces rendered (cached), synced with --images, indexed, and
     `cardcat serve --scan [serve_args]` (Ray Serve behind the ingress) started, with `env` and
-    `extra_env` set."""
+    `extra_env` set; on `database` when given (a private server an outage test stops), else a new
+    database on `backend`."""
     from training.renders import DEFAULT_CACHE, render_catalog
 
     faces = DEFAULT_CACHE / "catalog"
     render_catalog(SHARED_CATALOG, faces, expansions, progress=False)
     feed = write_subset_feed(tmp / "feed", expansions)
-    service = Service(create_database(backend, tmp), tmp / "data", {**(env or {}), **extra_env})
+    service = Service(database or create_database(backend, tmp), tmp / "data", {**(env or {}), **extra_env})
     service.cli("db", "upgrade")
     service.cli("catalog", "sync", "--from", str(feed), "--images", str(faces), "--quiet")
     service.cli("index", "build", "--quiet")
