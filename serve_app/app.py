@@ -109,7 +109,9 @@ def _replica_device(device: str, threads: int, onnx: bool) -> str:
     return device
 
 
-@serve.deployment(max_ongoing_requests=32)
+# 64: batch photos waiting at the gate (`locate_background`) count as ongoing too, and every uvicorn
+# worker's lanes (CARDCAT_BATCH_LANES, 8) may wait there at once; a user's scan must still find room.
+@serve.deployment(max_ongoing_requests=64)
 class Detector:
     """Decode, locate and rectify: everything that needs the photo's pixels happens in this replica, so
     only the compressed photo comes in and only the 600x838 face goes out."""
@@ -162,10 +164,6 @@ class Detector:
         async with self.gate.background():
             self.calls.inc(tags={"priority": "background"})
             return await self.locate_batch(request)
-
-    def traffic(self) -> dict[str, int]:
-        """Calls this replica's gate has let through, and batch photos waiting at it."""
-        return dataclasses.asdict(self.gate.traffic())
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def locate_batch(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:

@@ -395,6 +395,11 @@ def test_a_malformed_card_address_is_told_and_routing_goes_on(tab: ConsolePage, 
     expect(page.locator("#card h1")).to_have_text("No such card", timeout=TIMEOUT_MS)
     expect(page.locator("#message")).to_contain_text("names no card")
 
+    page.evaluate("() => { location.hash = '#/batches/%E0'; }")  # the Batches tab's address, the same way
+    expect(page.locator("#message")).to_contain_text("batch address is malformed", timeout=TIMEOUT_MS)
+    expect(page.locator("#batch")).to_be_hidden()
+    assert tab.problems == []
+
     page.evaluate("() => { location.hash = '#/search'; }")
     expect(page.locator("#view-search")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#results .tile").first).to_be_visible(timeout=TIMEOUT_MS)

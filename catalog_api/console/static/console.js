@@ -160,7 +160,7 @@ function setUpKeyForm() {
   showKeyState();
 }
 
-// ---- routing: #/search?…, #/card/<id>, #/scan, #/batches[/<id>] --------------------------------------------------------
+// ---- routing: #/search?…, #/card/<id>, #/scan, #/batches[/<id>] -------------------------------------
 
 // Each navigation gets a number; an answer that arrives after the user has moved on is dropped, so a
 // slow first page can never overwrite the search typed after it.
@@ -191,7 +191,11 @@ function route() {
     document.title = "Scan · cardcat console";
   } else if (name === "batches") {
     document.title = "Batches · cardcat console";
-    showBatch(decodeURIComponent(path.split("/")[2] || ""));
+    const batchId = addressedId(path.split("/")[2] || "");
+    if (batchId === null) {
+      showBatch("");
+      showMessage("That batch address is malformed: open the batch from its link again.");
+    } else showBatch(batchId);
   } else {
     showSearch(new URLSearchParams(query));
   }
@@ -200,8 +204,13 @@ function route() {
 /** The card id in `#/card/<id>`, or null when its escapes are malformed (`%E0` alone is no UTF-8):
  * decodeURIComponent throws URIError on those, which left the route half-drawn with a page error. */
 function addressedCardId(path) {
+  return addressedId(path.split("/").slice(2).join("/"));
+}
+
+/** An id from the address, decoded, or null when its escapes are malformed. */
+function addressedId(text) {
   try {
-    return decodeURIComponent(path.split("/").slice(2).join("/"));
+    return decodeURIComponent(text);
   } catch (error) {
     if (error instanceof URIError) return null;
     throw error;
@@ -785,22 +794,23 @@ async function showBatch(batchId) {
   const seen = navigation;
   const rows = document.querySelector("#batch-results tbody");
   rows.replaceChildren();
+  // `complete`: the results route said there is nothing after the last page (a finished batch); the
+  // status read before it may still say running, so the loop reads the status once more, not the page.
   let cursor = null;
+  let complete = false;
   for (;;) {
     let batch;
     try {
       batch = await api(`/v1/scan/batches/${encodeURIComponent(batchId)}`);
-      for (;;) {
+      while (!complete) {
         const query = new URLSearchParams({ limit: "200" });
         if (cursor) query.set("cursor", cursor);
         const page = await api(`/v1/scan/batches/${encodeURIComponent(batchId)}/results?${query}`);
         if (stale(seen)) return;
         rows.append(...page.items.map(batchRow));
-        if (!page.next_cursor || page.items.length === 0) {
-          cursor = page.next_cursor || cursor;
-          break;
-        }
+        complete = page.next_cursor === null;
         cursor = page.next_cursor;
+        if (page.items.length === 0) break;
       }
     } catch (error) {
       if (!stale(seen)) reportFailure(error);
