@@ -126,7 +126,7 @@ def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[
         job["matches"], job["tier"] = [cid for cid, _ in decision.matches], decision.tier
         job["race_artwork"] = decision.details.get("race_artwork")
     cards = [j for j in jobs if j["kind"] != "nocard"]
-    out: dict[str, float] = {**tier_rates(jobs), **large_races(cards, table)}
+    out: dict[str, float] = {**flat_tier_rates(jobs), **large_races(cards, table)}
     for key in sorted({f"{j['kind']}.{j['artwork']}" for j in cards}):
         split = rates([j for j in cards if f"{j['kind']}.{j['artwork']}" == key])
         out[f"{key}.top1"], out[f"{key}.top5"] = split["top1"], split["top5"]
@@ -150,19 +150,17 @@ def large_races(cards: list[dict[str, Any]], table: PrintTable) -> dict[str, flo
     return {"race_over_five.n": len(large), "race_over_five.true_among": among / max(1, len(large))}
 
 
-def tier_rates(jobs: list[dict[str, Any]]) -> dict[str, float]:
-    """Per photo kind and tier: the tier's share of the kind's photos, and how many of its lone answers
-    named the true card (`certain` and `likely` answer one card; a no-card photo's match is wrong)."""
-    out: dict[str, float] = {}
-    for kind in sorted({j["kind"] for j in jobs}):
-        of_kind = [j for j in jobs if j["kind"] == kind]
-        for tier in ("certain", "likely", "review"):
-            in_tier = [j for j in of_kind if j["tier"] == tier]
-            out[f"{kind}.{tier}.share"] = len(in_tier) / max(1, len(of_kind))
-            if tier != "review":
-                right = sum(1 for j in in_tier if j.get("card_id") and j["matches"] == [j["card_id"]])
-                out[f"{kind}.{tier}.n"], out[f"{kind}.{tier}.wrong"] = len(in_tier), len(in_tier) - right
-    return out
+def flat_tier_rates(jobs: list[dict[str, Any]]) -> dict[str, float]:
+    """The accuracy benchmark's tier figures (`scan_accuracy.tier_rates`) as one row's columns:
+    `{kind}.{tier}.{share,n,wrong,precision}`."""
+    from benchmarks.scan_accuracy import tier_rates
+
+    return {
+        f"{kind}.{tier}.{figure}": value
+        for kind, tiers in tier_rates(jobs).items()
+        for tier, figures in tiers.items()
+        for figure, value in figures.items()
+    }
 
 
 def choose_tiers(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -238,9 +238,7 @@ def crash(service: Service, bodies: list[bytes], total: int, kills: int = 2) -> 
     with client(service) as c:
         batch_id = run_batch(c, bodies, total)
         for _ in range(kills):
-            while c.get(f"{BATCHES}/{batch_id}").json()["data"]["photos"]["answered"] < total * (
-                len(killed) + 1
-            ) // (kills + 2):
+            while _answered(c, batch_id) < total * (len(killed) + 1) // (kills + 2):
                 time.sleep(0.2)
             workers = _uvicorn_workers(service)
             if workers:

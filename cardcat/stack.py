@@ -151,8 +151,12 @@ class Service:
         env.update(self.extra_env)
         return env
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([*CARDCAT, *args], env=self.env, capture_output=True, text=True, cwd=REPO)
+    def cli(
+        self, *args: str, check: bool = True, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`cardcat ARGS` in this deployment's environment, with `env` on top for this run only."""
+        run_env = {**self.env, **(env or {})}
+        result = subprocess.run([*CARDCAT, *args], env=run_env, capture_output=True, text=True, cwd=REPO)
         if check and result.returncode != 0:
             raise AssertionError(f"cardcat {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
         return result

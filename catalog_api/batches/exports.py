@@ -70,7 +70,7 @@ def aggregate(answers: list[dict[str, Any]]) -> list[ExportRow]:
             outcome = "race"
         else:
             outcome = str((answer.get("unidentified") or {}).get("reason", "unidentified"))
-        tier = "review" if outcome == "error" else (answer.get("analysis") or {}).get("tier", "review")
+        tier = (answer.get("analysis") or {}).get("tier", "review")  # an error's is `review` (worker._failed)
         ids = tuple(match["card"]["id"] for match in matches)
         key = (outcome, tier, *ids) if ids else (outcome, tier, f"#{answer['index']}")
         rows.setdefault(key, ExportRow(outcome, tier, matches)).photos.append(str(answer.get("name", "")))

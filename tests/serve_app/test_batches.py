@@ -4,7 +4,6 @@ tests/catalog_api/test_batch_queue.py."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import httpx
 import pytest
 
 from benchmarks.metrics_text import Scrape
-from cardcat.stack import CARDCAT, REPO, Service
+from cardcat.stack import Service
 from catalog_api.batches.schemas import Batch, BatchResult
 from catalog_api.kit.schemas import Envelope, Page
 from tests.catalog_api.helpers import failed
@@ -301,13 +300,10 @@ def test_batch_events_go_through_the_outbox_in_the_order_of_the_answers(
 
     failed(client.post(BATCHES, json={"events": "every_photo"}), 400, "bad_request")
     # A real receiver on loopback (private addresses allowed for this CLI run only), subscribed first.
-    env = {**scanner_stack.env, "CARDCAT_WEBHOOKS_ALLOW_PRIVATE": "true"}
+    private = {"CARDCAT_WEBHOOKS_ALLOW_PRIVATE": "true"}
 
     def cli(*args: str) -> str:
-        done = subprocess.run(
-            [*CARDCAT, *args], env=env, capture_output=True, text=True, cwd=REPO, check=True
-        )
-        return done.stdout
+        return scanner_stack.cli(*args, env=private).stdout
 
     receiver = Receiver().start()
     added = cli("webhooks", "add", receiver.url).strip().splitlines()

@@ -43,8 +43,13 @@ async function api(path, options = {}) {
   if (response.ok && body && body.error === null) {
     return body.data;
   }
+  throw refusal(response, body);
+}
+
+/** The ApiError for a refused call: the envelope's code and message, or the HTTP status's. */
+function refusal(response, body) {
   const error = body && body.error ? body.error : {};
-  throw new ApiError(
+  return new ApiError(
     response.status,
     error.code || `http_${response.status}`,
     error.message || response.statusText || "no message",
@@ -867,11 +872,7 @@ async function downloadExport(batchId) {
       headers: { Authorization: `Bearer ${key}` },
       cache: "no-store",
     });
-    if (!response.ok) {
-      const body = await response.json().catch(() => ({}));
-      const error = body.error || {};
-      throw new ApiError(response.status, error.code || `http_${response.status}`, error.message || "", response.headers.get("Retry-After"));
-    }
+    if (!response.ok) throw refusal(response, await response.json().catch(() => null));
     const url = URL.createObjectURL(await response.blob());
     const link = el("a", { href: url, download: `cardcat-batch-${batchId}.csv` });
     document.body.append(link);
