@@ -35,6 +35,9 @@ class Unidentified(TypedDict):
 # How far a scan client may trust an answer (`serve_app.fusion.with_tier`): `certain` goes straight to
 # inventory, `likely` is right nearly always, `review` (a race, or no answer) goes to a person.
 Tier = Literal["certain", "likely", "review"]
+# How the scanner found the card (#47's cascade): `quick`, the cheap first look's outline (kept only for a
+# certain answer); `full`, the detector network.
+ScanPath = Literal["quick", "full"]
 
 
 class ScanDecision(TypedDict):
@@ -44,6 +47,7 @@ class ScanDecision(TypedDict):
     unidentified: Unidentified | None
     details: NotRequired[dict[str, Any]]  # how fusion decided (thresholds' inputs): for tests and tuning
     tier: NotRequired[Tier]  # absent from a scanner older than tiers: read as `review`
+    path: NotRequired[ScanPath]  # absent from a scanner older than the cascade: read as `full`
     # Seconds per scanner stage (decode, locate, search, read, fuse, total): the ingress's metrics.
     timings: NotRequired[dict[str, float]]
 

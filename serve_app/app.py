@@ -52,7 +52,16 @@ from core.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
 from models.geometry import half_turn
 from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Thresholds
-from serve_app.pipeline import DETECTOR, EMBEDDER, FACE_LOST, READER, SERVICE, Located, ScanPipeline
+from serve_app.pipeline import (
+    DETECTOR,
+    EMBEDDER,
+    FACE_LOST,
+    READER,
+    SERVICE,
+    Located,
+    LocateRequest,
+    ScanPipeline,
+)
 from serve_app.priority import InteractiveFirst
 from serve_app.stages import Face, locate_photos, search_faces
 
@@ -153,31 +162,33 @@ class Detector:
     def reconfigure(self, config: dict[str, Any]) -> None:
         _set_batching(self.locate_batch, config)
 
-    async def locate(self, request: tuple[bytes, tuple[int, int]]) -> Located:
+    async def locate(self, request: LocateRequest) -> Located:
         """A user's scan (`POST /v1/scan`): straight into the batching queue."""
         self.calls.inc(tags={"priority": "interactive"})
         async with self.gate.interactive():
             return await self.locate_batch(request)
 
-    async def locate_background(self, request: tuple[bytes, tuple[int, int]]) -> Located:
+    async def locate_background(self, request: LocateRequest) -> Located:
         """A batch photo (`catalog_api.batches`): in when the gate has a slot (`serve_app.priority`)."""
         async with self.gate.background():
             self.calls.inc(tags={"priority": "background"})
             return await self.locate_batch(request)
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def locate_batch(self, requests: list[tuple[bytes, tuple[int, int]]]) -> list[Located]:
-        """Each request: the photo's bytes and the (width, height) of the thumbnail to return."""
+    async def locate_batch(self, requests: list[LocateRequest]) -> list[Located]:
+        """Each request: the photo's bytes, the (width, height) of the thumbnail to return and, optionally,
+        whether to try the cheap first look before the network (`serve_app.stages.locate_photos`)."""
 
         timings: list[dict[str, float]] = [{} for _ in requests]
-        photos, sizes = [photo for photo, _ in requests], [size for _, size in requests]
-        found = await asyncio.to_thread(self.locate_photos, photos, timings, sizes)
+        photos, sizes = [request[0] for request in requests], [request[1] for request in requests]
+        looks = [len(request) > 2 and bool(request[2]) for request in requests]
+        found = await asyncio.to_thread(self.locate_photos, photos, timings, sizes, looks)
         located = []
         for item, spent in zip(found, timings, strict=True):
             if isinstance(item, Face):
                 face = ray.put(item.pixels)
                 self.handed_out.append(face)
-                located.append(Located(face, item.thumbnail, timings=spent))
+                located.append(Located(face, item.thumbnail, timings=spent, first_look=item.first_look))
             else:
                 located.append(dataclasses.replace(item, timings=spent))
         return located
@@ -187,10 +198,11 @@ class Detector:
         photos: list[bytes],
         timings: list[dict[str, float]] | None = None,
         thumbnails: list[tuple[int, int]] | None = None,
+        looks: list[bool] | None = None,
     ) -> list[Face | Located]:
         """Photos of any size and format in one batch (`serve_app.stages.locate_photos`): the rectified
         face (and thumbnail, sizes given) of each, or a `Located` saying there is none, or why."""
-        found = locate_photos(self.model, photos, self.on_device, timings, thumbnails)
+        found = locate_photos(self.model, photos, self.on_device, timings, thumbnails, looks)
         return [face if isinstance(face, Face) else Located(error=face) for face in found]
 
 
@@ -342,16 +354,22 @@ class ScanService:
         config: dict[str, Any],
     ) -> None:
         self.config = ScanConfig(**config)
-        self.pipeline = ScanPipeline(detector, embedder, reader, self.config.fusion_thresholds())
+        self.pipeline = ScanPipeline(
+            detector, embedder, reader, self.config.fusion_thresholds(), first_look=self.config.first_look
+        )
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         if config.get("thresholds"):
             self.pipeline.thresholds = Thresholds(**config["thresholds"])
+        if "first_look" in config:
+            self.pipeline.first_look = self.config.first_look = bool(config["first_look"])
 
-    def fusion_thresholds(self) -> dict[str, float]:
-        """The thresholds this app fuses with (its args, or a later user_config): an ingress composing
-        scans itself fetches them from here, so one deployment config holds them."""
-        return dataclasses.asdict(self.pipeline.thresholds)
+    def pipeline_settings(self) -> dict[str, Any]:
+        """How this app composes a scan (its args, or a later user_config): the fusion `thresholds` and
+        whether the cascade's `first_look` runs. An ingress composing scans itself fetches them from here,
+        so one deployment config holds them."""
+        thresholds = dataclasses.asdict(self.pipeline.thresholds)
+        return {"thresholds": thresholds, "first_look": self.pipeline.first_look}
 
     async def __call__(self, request: Request) -> JSONResponse:
         """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body. The proxy is off unless an

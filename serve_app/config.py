@@ -37,6 +37,10 @@ class ScanConfig:
     # Replicas of each model deployment (Detector, Embedder, Reader). Ray Serve spreads a deployment's
     # replicas over the cluster's nodes, so on several nodes one lost node leaves each model answering.
     replicas: int = 1
+    # The scan cascade (#47): a cheap first look for the card's outline by classical geometry
+    # (`models.first_look`) before the detector network; its answer is kept only when `certain`, else the
+    # photo is located again by the network (docs/scanner-performance.md, "The first look").
+    first_look: bool = True
     thresholds: dict[str, float] = field(default_factory=dict)
     # Where the detector and embedder networks run: "torch" in the replica, or "triton": a Triton server
     # at triton_url (host:port, HTTP) serving the repository `python -m deploy.triton.export` writes.

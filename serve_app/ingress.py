@@ -25,7 +25,8 @@ from serve_app.fusion import Thresholds
 from serve_app.pipeline import DETECTOR, EMBEDDER, READER, SERVICE, ScanPipeline
 
 log = logging.getLogger("cardcat.scan")
-# How often the ingress asks the app's ScanService for the fusion thresholds it was deployed with: a new
+# How often the ingress asks the app's ScanService how it was deployed to compose a scan (fusion
+# thresholds, the first look): a new
 # user_config reaches the ingress within this, at one small call per worker per period.
 THRESHOLDS_REFRESH_S = 30.0
 
@@ -65,7 +66,9 @@ class ServeHandleScanClient:
 
     async def _call(self, photo: bytes, background: bool) -> ScanAnswer:
         if time.monotonic() >= self.thresholds_due:
-            self.pipeline.thresholds = Thresholds(**await self.service.fusion_thresholds.remote())
+            settings = await self.service.pipeline_settings.remote()
+            self.pipeline.thresholds = Thresholds(**settings["thresholds"])
+            self.pipeline.first_look = bool(settings["first_look"])
             self.thresholds_due = time.monotonic() + THRESHOLDS_REFRESH_S
         return await self.pipeline.scan_photo(photo, background)
 

@@ -23,7 +23,7 @@ import numpy as np
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Histogram
 
-from core.scan_contract import ScanAnswer, refusal
+from core.scan_contract import ScanAnswer, ScanPath, refusal
 from serve_app.fusion import (
     Decision,
     PrintTable,
@@ -62,8 +62,15 @@ class Located:
     thumbnail: np.ndarray | None = None
     error: tuple[str, str] | None = None
     # Seconds this photo spent in the replica's stages: `decode` (its own), `locate` (its batch's
-    # detector pass and rectification).
+    # detector pass and rectification, or its own first look).
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The face came from the cheap first look (`models.first_look`), not the detector network.
+    first_look: bool = False
+
+
+# What the Detector's `locate` takes: the photo's bytes, the thumbnail's (width, height) and, optionally,
+# whether to try the first look before the network (absent: the network, as before the cascade).
+LocateRequest = tuple[bytes, tuple[int, int]] | tuple[bytes, tuple[int, int], bool]
 
 
 class ScanPipeline:
@@ -75,9 +82,11 @@ class ScanPipeline:
         embedder: DeploymentHandle,
         reader: DeploymentHandle,
         thresholds: Thresholds | None = None,
+        first_look: bool = True,
     ) -> None:
         self.detector, self.embedder, self.reader = detector, embedder, reader
         self.thresholds = thresholds or Thresholds()
+        self.first_look = first_look
         # Print tables by build stamp: while Embedder replicas move to a new build, both are in use.
         self.tables: dict[str, PrintTable] = {}
         self.latest: PrintTable | None = None
@@ -110,13 +119,25 @@ class ScanPipeline:
         if self.embed_size is None:
             self.embed_size = tuple(await self.embedder.input_size.remote())
         locate = self.detector.locate_background if background else self.detector.locate
-        located: Located = await locate.remote((data, self.embed_size))
+        located: Located = await locate.remote((data, self.embed_size, self.first_look))
         timings = dict(located.timings)
         if located.error is not None:
             self._observe(timings)
             code, message = located.error
             return refusal(code, message)
-        answer = (await self.scan(located, timings)).as_dict()
+        decision = await self.scan(located, timings)
+        path: ScanPath = "quick" if located.first_look else "full"
+        if located.first_look and decision.tier != "certain":
+            # The cascade (#47): the first look's outline is trusted only for a certain answer; anything
+            # less is located again by the network and decided as if the first look had never happened.
+            path = "full"
+            located = await locate.remote((data, self.embed_size, False))
+            again = dict(located.timings)  # the same bytes decoded a moment ago: no error this time
+            decision = await self.scan(located, again)
+            for stage, seconds in again.items():
+                timings[stage] = timings.get(stage, 0.0) + seconds
+        answer = decision.as_dict()
+        answer["path"] = path
         timings["total"] = time.perf_counter() - started
         self._observe(timings)
         answer["timings"] = timings

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import APIError
+from models.first_look import first_look
 from models.geometry import half_turn, rectify, shrink
 from serve_app.decoding import decode_photo, decode_photos_tensor
 from serve_app.fusion import Hits
@@ -25,6 +26,9 @@ class Face:
 
     pixels: np.ndarray
     thumbnail: np.ndarray | None = None
+    # Found by the cheap first look (`models.first_look`), not the detector network: the scan keeps its
+    # answer only when it is certain, and locates the photo again with the network otherwise.
+    first_look: bool = False
 
 
 # A photo's outcome in the Detector: its Face, None when no card was found, or the spec's (code, message)
@@ -38,6 +42,7 @@ def locate_photos(
     on_device: bool,
     timings: list[dict[str, float]] | None = None,
     thumbnails: list[tuple[int, int]] | None = None,
+    looks: list[bool] | None = None,
 ) -> list[Found]:
     """Photos of any size and format in one batch, each decoded once, at working size, then located by
     `detector` (a `models.detector.CardDetector`), rectified and, given `thumbnails` (a (width, height)
@@ -45,7 +50,9 @@ def locate_photos(
     rectify and shrink (`interpolate`, `grid_sample`, matrix products) on the detector's torch device
     instead of with Pillow and OpenCV on the host. `timings`, when given (one dict per photo), receives
     each photo's `decode` seconds (on a device, its share of the batch's one decode call) and its
-    batch's `locate` seconds."""
+    batch's `locate` seconds. `looks`, when given (one flag per photo; host decoding only): those photos
+    first get the cheap first look (`models.first_look`), and only those it finds no card outline in go
+    through the detector network; their `locate` is then their own look, rectification included."""
     rectify_tensors: Any = None
     if on_device:  # torchvision's decoders only where they run
         from models.tensor_ops import rectify_tensors
@@ -72,6 +79,23 @@ def locate_photos(
             except APIError as error:
                 out[i] = (error.code, error.message)
             spent[i]["decode"] = time.perf_counter() - started
+    if looks and not on_device:
+        import os
+
+        way = os.environ.get("CARDCAT_FIRST_LOOK_WAY", "outline")
+        for i, image in list(images.items()):
+            if not looks[i]:
+                continue
+            started = time.perf_counter()
+            quad = first_look(image) if way in ("outline", "both") else None
+            if quad is None and way in ("coarse", "both"):
+                quad = detector.first_look_batch([image])[0]
+            if quad is not None:
+                face = rectify(image, quad)
+                size = thumbnails[i] if thumbnails else None
+                out[i] = Face(face, shrink(face, size) if size else None, first_look=True)
+                del images[i]
+            spent[i]["locate"] = time.perf_counter() - started
     started = time.perf_counter()
     quads = detector.locate_batch(list(images.values())) if images else []
     found = [(i, image, q) for (i, image), q in zip(images.items(), quads, strict=True) if q is not None]
@@ -86,7 +110,7 @@ def locate_photos(
             out[i] = Face(face, shrink(face, size) if size else None)
     located_s = time.perf_counter() - started
     for i in images:
-        spent[i]["locate"] = located_s
+        spent[i]["locate"] = spent[i].get("locate", 0.0) + located_s
     return out
 
 

@@ -19,7 +19,11 @@ async def scan_answer(context: AppContext, decision: ScanDecision, language: str
     matches = await hydrate(context, decision["matches"], language)
     return {
         # A match the catalog no longer has (dropped by `hydrate`) leaves fewer cards than the scanner saw.
-        "analysis": {"game": GAME if matches else None, "tier": tier_of(decision, len(matches))},
+        "analysis": {
+            "game": GAME if matches else None,
+            "tier": tier_of(decision, len(matches)),
+            "path": decision.get("path", "full"),
+        },
         "matches": matches,
         "unidentified": None if matches else unidentified_answer(decision),
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from catalog_api.kit.schemas import Image, Strict
-from core.scan_contract import Tier, UnidentifiedReason
+from core.scan_contract import ScanPath, Tier, UnidentifiedReason
 
 
 class ScanExpansion(Strict):
@@ -36,6 +36,12 @@ class ScanAnalysis(Strict):
         "a picture the scanner is sure of: straight to inventory), `likely` (one card, right nearly "
         "always), `review` (a race of several cards, or none: for a person). Measured precision per tier: "
         "docs/scanner.md."
+    )
+    path: ScanPath = Field(
+        "full",
+        description="How the card was found: `quick` (a cheap first look at its outline, kept only for a "
+        "`certain` answer) or `full` (the detector network). The same card either way; `quick` costs the "
+        "server less (docs/scanner.md).",
     )
 
 
