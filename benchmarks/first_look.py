@@ -4,11 +4,12 @@ against what the full pipeline answers for the same photo.
 Builds the full catalog's index with the real CLI (as `benchmarks/fusion_sweep.py` does), then sends each
 validation photo (training.synth, seeds 20,000,000+: the split thresholds are chosen on, apart from the
 accuracy benchmark's photos and cards) through the Detector's own steps in-process, as JPEG bytes,
-twice: with the first look (`models.first_look`) and with the detector network alone. Each face is
+twice: with the cascade's first look (`CardDetector.first_look_batch`: the whole-photo view alone)
+and with the full pipeline. Each face is
 searched and fused as `serve_app.pipeline` does. Per bucket it prints how often the first look found an
-outline, how often its answer was `certain` (the cascade keeps only those: the quick path's share), how
-many of those differ from the full pipeline's answer or are wrong, and what the first look and the
-network cost in this process (one thread, milliseconds a photo, rectification included).
+card (`found`), how often its answer was `certain` (the cascade keeps only those: the quick path's
+share), how many of those differ from the full pipeline's answer or are wrong, and what the first look
+and the full pipeline cost in this process (one thread, milliseconds a photo, rectification included).
 
     .venv/bin/python benchmarks/first_look.py [--standard 300 --hard 300 --nocard 100]
         [--out benchmarks/results/first_look_validation.json]
@@ -56,8 +57,22 @@ def decide_face(models: dict[str, Any], face: Any, table: PrintTable) -> tuple[l
     return [card_id for card_id, _ in decision.matches], decision.tier
 
 
+def quick_answer(models: dict[str, Any], face: Any, table: PrintTable) -> tuple[list[str], str]:
+    """A first look's answer as `ScanPipeline.quick_answer` gives it: `picture_answer`'s, where that is
+    certain; else `review` (the scanner then runs the full pipeline)."""
+    from serve_app.stages import search_faces
+
+    upright, upside_down = search_faces(models["embedder"], models["index"], [face.thumbnail], 32)[0]
+    _, hits = better_turn(False, True, upright, upside_down)
+    decision = picture_answer(dict(hits), table)
+    if decision is None or decision.tier != "certain":
+        return [], "review"
+    return [card_id for card_id, _ in decision.matches], decision.tier
+
+
 def observe(models: dict[str, Any], table: PrintTable, job: dict[str, Any]) -> None:
-    """One photo both ways: `quick` (the first look's outline, or None) and `full` (the network's)."""
+    """One photo both ways, as the Detector replica runs them: `quick` (the first look's answer, or None
+    where it fit no card) and `full` (the full pipeline's), with each way's milliseconds."""
     from serve_app.stages import Face, locate_photos
 
     data = jpeg(job_photo(job).image)
@@ -65,33 +80,39 @@ def observe(models: dict[str, Any], table: PrintTable, job: dict[str, Any]) -> N
     for way, look in (("quick", True), ("full", False)):
         timings: list[dict[str, float]] = [{}]
         face = locate_photos(models["detector"], [data], False, timings, [size], [look])[0]
-        job[f"{way}_ms"] = 1000 * timings[0].get("locate", 0.0)
+        job[f"{way}_ms"] = 1000 * timings[0].get("look" if look else "locate", 0.0)
         if look and not (isinstance(face, Face) and face.first_look):
-            job["quick"] = None  # no outline: the photo went to the network (in `full` below)
+            job["quick"] = None  # no card in the whole-photo view: the photo went on to the full pipeline
             continue
-        job[way] = decide_face(models, face, table) if isinstance(face, Face) else ([], "review")
+        if not isinstance(face, Face):
+            job[way] = ([], "review")
+        elif look:  # as `ScanPipeline.quick_answer`: only what the picture alone answers, never read
+            job[way] = quick_answer(models, face, table)
+        else:
+            job[way] = decide_face(models, face, table)
 
 
 def summarise(jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per bucket: outlines found, the quick path's share (certain first looks), and its differences."""
+    """Per bucket: cards the first look found, the quick path's share (its certain answers), and how
+    those differ from the full pipeline's."""
     buckets: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for job in jobs:
         buckets[job["kind"] if job["kind"] == "nocard" else f"{job['kind']}.{job['artwork']}"].append(job)
         buckets["all"].append(job)
     out = {}
     for name, group in sorted(buckets.items()):
-        outlined = [j for j in group if j["quick"] is not None]
-        quick = [j for j in outlined if j["quick"][1] == "certain"]
+        looked = [j for j in group if j["quick"] is not None]
+        quick = [j for j in looked if j["quick"][1] == "certain"]
         out[name] = {
             "photos": len(group),
-            "outline_found": len(outlined),
+            "first_look_found": len(looked),
             "quick": len(quick),
             "quick_share": round(len(quick) / max(1, len(group)), 4),
             "quick_differs_from_full": sum(1 for j in quick if j["quick"][0] != j["full"][0]),
             "quick_wrong": sum(1 for j in quick if j["quick"][0] != [j.get("card_id")]),
             "full_wrong_where_quick_answered": sum(1 for j in quick if j["full"][0] != [j.get("card_id")]),
             "first_look_ms_p50": round(float(np.median([j["quick_ms"] for j in group])), 2),
-            "network_ms_p50": round(float(np.median([j["full_ms"] for j in group])), 2),
+            "full_pipeline_ms_p50": round(float(np.median([j["full_ms"] for j in group])), 2),
         }
     return out
 
@@ -154,15 +175,13 @@ def main() -> int:
             observe(models, table, job)
     summary = summarise(jobs)
     print(f"observed {len(jobs)} photos in {time.perf_counter() - started:.0f} s")
-    print(
-        "bucket | photos | outline | quick (certain) | differs from full | wrong | first look ms | network ms"
-    )
+    print("bucket | photos | found | quick (certain) | differs from full | wrong | first look ms | full ms")
     for name, row in summary.items():
         share = f"{row['quick']} ({100 * row['quick_share']:.1f}%)"
         print(
-            f"{name} | {row['photos']} | {row['outline_found']} | {share}"
+            f"{name} | {row['photos']} | {row['first_look_found']} | {share}"
             f" | {row['quick_differs_from_full']} | {row['quick_wrong']} | {row['first_look_ms_p50']}"
-            f" | {row['network_ms_p50']}"
+            f" | {row['full_pipeline_ms_p50']}"
         )
     report = {
         "command": " ".join(["benchmarks/first_look.py", *sys.argv[1:]]),

@@ -14,8 +14,12 @@ maker nothing in the scanner was trained or tuned on (seeds >= 30,000,000, used 
 maker's own JPEG, prints #43's five figures against its targets and the misses by kind, and counts the
 drawn effects (glare, holder, blur, ...) of the missed photos by kind beside their share of all photos.
 
+`quick` is the share of each bucket the scan cascade's first look answered (#47, `analysis.path`);
+`--no-first-look` sends every photo through the full pipeline, as before the cascade.
+
     .venv/bin/python benchmarks/scan_accuracy.py [--standard 600 --hard 300 --nocard 200] [--expansion ID]
         [--maker synth|heldout] [--hard-bucket hard|hard-v1] [--{detector,embedder,reader}-runtime torch|onnx]
+        [--no-first-look]
 """
 
 from __future__ import annotations
@@ -102,6 +106,12 @@ def parse_args() -> argparse.Namespace:
             choices=("torch", "onnx"),
             help=f"CARDCAT_SCAN_{model.upper()}_RUNTIME (default: the setting's)",
         )
+    parser.add_argument(
+        "--first-look",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the scan cascade's first look (CARDCAT_SCAN_FIRST_LOOK); --no-first-look: the full pipeline",
+    )
     parser.add_argument("--out", type=Path, help="default results/scan_accuracy.json (_heldout.json)")
     args = parser.parse_args()
     if args.out is None:
@@ -211,6 +221,7 @@ async def send_all(base_url: str, key: str, jobs: list[dict[str, Any]], concurre
                 job["scores"] = [m["score"] for m in body["data"]["matches"]]
                 job["reason"] = (body["data"]["unidentified"] or {}).get("reason")
                 job["tier"] = body["data"]["analysis"].get("tier")
+                job["path"] = body["data"]["analysis"].get("path", "full")
             done += 1
             if done % 100 == 0:
                 print(f"  {done}/{len(jobs)} photos", flush=True)
@@ -239,6 +250,8 @@ def rates(jobs: list[dict[str, Any]]) -> dict[str, Any]:
         "confident_wrong": wrong / n,
         "errors": sum(1 for j in jobs if "error" in j),
         **({"p50_ms": float(np.percentile([j["ms"] for j in jobs], 50))} if "ms" in jobs[0] else {}),
+        # The share the scan cascade's first look answered (#47; `analysis.path`).
+        "quick": sum(1 for j in jobs if j.get("path") == "quick") / n,
     }
 
 
@@ -292,7 +305,10 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory(prefix="cardcat-scan-bench-") as tmp:
         started = time.perf_counter()
-        scanner_env = {"CARDCAT_RATE_LIMIT": str(BENCH_RATE_LIMIT)}
+        scanner_env = {
+            "CARDCAT_RATE_LIMIT": str(BENCH_RATE_LIMIT),
+            "CARDCAT_SCAN_FIRST_LOOK": str(args.first_look).lower(),
+        }
         if args.batch_wait_ms is not None:
             scanner_env["CARDCAT_SCAN_BATCH_WAIT_MS"] = str(args.batch_wait_ms)
         for model in MODELS:
@@ -347,6 +363,7 @@ def main() -> int:
         "hard_bucket": hard_bucket,
         "command": " ".join(["benchmarks/scan_accuracy.py", *sys.argv[1:]]),
         "batch_wait_ms": args.batch_wait_ms,
+        "first_look": args.first_look,
         **{f"{model}_runtime": getattr(args, f"{model}_runtime") for model in MODELS},
         "cpu_count": __import__("os").cpu_count(),
         # The networks' last bits, and so a few knife-edge answers, depend on the CPU's instructions.
@@ -387,7 +404,7 @@ def main() -> int:
 
 
 def print_table(report: dict[str, Any]) -> None:
-    columns = ("n", "top1", "top5", "unident.", "single", "conf.wrong", "p50 ms", "errors")
+    columns = ("n", "top1", "top5", "unident.", "single", "conf.wrong", "quick", "p50 ms", "errors")
     print(f"\n{'photos':<10} {'artwork':<8} " + " ".join(f"{c:>10}" for c in columns))
     for kind in ("standard", "hard"):
         for split in ("all", "unique", "shared"):
@@ -401,6 +418,7 @@ def print_table(report: dict[str, Any]) -> None:
                 f"{r['unidentified']:>10.1%}",
                 f"{r['single_match']:>10.1%}",
                 f"{r['confident_wrong']:>10.2%}",
+                f"{r['quick']:>10.1%}",
                 f"{r['p50_ms']:>10.0f}",
                 f"{r['errors']:>10}",
             )

@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 import numpy as np
 from ray import serve
+from ray.serve.metrics import Counter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -59,10 +60,20 @@ from benchmarks.scan_load import (
 from cardcat.stack import SHARED_CATALOG, Service, create_database, write_subset_feed
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import FACE_SIZE
-from serve_app.app import BATCH_WAIT_S, FACES_HELD, Detector, Embedder, Reader, _set_batching, build_app
+from serve_app.app import (
+    BATCH_WAIT_S,
+    DETECTOR_CALLS_METRIC,
+    FACES_HELD,
+    Detector,
+    Embedder,
+    Reader,
+    _set_batching,
+    build_app,
+)
 from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Read
 from serve_app.local import APP_NAME, SERVE_PACE, start_ray
+from serve_app.priority import InteractiveFirst
 from serve_app.stages import Face
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
@@ -80,7 +91,9 @@ class BareDetector(Detector.func_or_class):  # type: ignore[name-defined]
         only the batching."""
         self.on_device = False
         self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
-        _set_batching(self.locate, {"batch_wait_ms": batch_wait_ms})
+        _set_batching(self.locate_batch, {"batch_wait_ms": batch_wait_ms})
+        self.gate = InteractiveFirst(1, 8, 0.5)
+        self.calls = Counter(DETECTOR_CALLS_METRIC, tag_keys=("priority",))
         self.face = np.zeros((FACE_SIZE[1], FACE_SIZE[0], 3), np.uint8)
 
     def locate_photos(
@@ -88,7 +101,10 @@ class BareDetector(Detector.func_or_class):  # type: ignore[name-defined]
         photos: list[bytes],
         timings: list[dict[str, float]] | None = None,
         thumbnails: list[tuple[int, int]] | None = None,
+        looks: list[bool] | None = None,
+        coarse: list[Any] | None = None,
     ) -> list[Face]:
+        """Every photo found by the full pipeline (a first look would change nothing here)."""
         sizes = thumbnails or [THUMBNAIL for _ in photos]
         return [Face(self.face, np.zeros((h, w, 3), np.uint8)) for w, h in sizes]
 

@@ -19,11 +19,14 @@ fewer `read` than `search`, since a face is read only where the print could chan
 client's latency less `total` is the ingress and HTTP. **sys ms** is the kernel's part of the CPU; each
 row's JSON also has minor page faults and RSS by process (which process a change comes from).
 Before any load, the server's CPU over `--idle-seconds` with nothing in flight (Ray's own loops) goes
-into the JSON's meta. The headline row (`--headline`, default concurrency 16 on the mixed photos) is run
-`--repeat` times and its medians reported.
+into the JSON's meta. The headline rows (`--headline`, default concurrency 16 on the mixed photos; several
+may be named) are each run `--repeat` times and their medians reported. **quick** is the share of
+answers the scan cascade's first look gave (`analysis.path`, #47); `--no-first-look` serves every photo
+through the full pipeline, as before the cascade. `--hard` adds a row of training.synth's hard photos.
 
     .venv/bin/python benchmarks/scan_load.py [--expansion ID ...] [--concurrency 1,4,16,32]
         [--sizes 12mp,2mp,0.5mp] [--photos 24] [--scans 64] [--repeat 3] [--database postgresql|sqlite]
+        [--headline mixed:16,2mp:16] [--hard] [--no-first-look]
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from cardcat.stack import REPO, SHARED_CATALOG, launch_scanner
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from catalog_api.kit.metrics import SCAN_STAGES
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
+from training.synth import Difficulty
 
 # One key sends every photo: the 300/60 s budget would answer most of them 429.
 BENCH_RATE_LIMIT = 100_000_000
@@ -202,14 +206,16 @@ def idle_cost(server_pid: int, seconds: float) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------- photos
-def make_photos(card_ids: list[str], size: str, count: int, seed: int) -> list[Photo]:
+def make_photos(
+    card_ids: list[str], size: str, count: int, seed: int, difficulty: Difficulty = "standard"
+) -> list[Photo]:
     from training.synth import make_photo
 
     rng = np.random.default_rng(seed)
     out = []
     for i, card_id in enumerate(rng.choice(card_ids, size=count, replace=len(card_ids) < count)):
         face = np.asarray(Image.open(DEFAULT_CACHE / "catalog" / str(card_id) / "high.jpg").convert("RGB"))
-        image = make_photo(face, seed + i, "standard", scale=SIZES[size]).image
+        image = make_photo(face, seed + i, difficulty, scale=SIZES[size]).image
         buffer = io.BytesIO()
         Image.fromarray(image).save(buffer, format="JPEG", quality=90)
         out.append(Photo(str(card_id), buffer.getvalue(), image.shape[0] * image.shape[1] / 1e6))
@@ -227,6 +233,7 @@ class Row:
     statuses: Counter[int] = field(default_factory=Counter)
     right: int = 0
     misses: Counter[str] = field(default_factory=Counter)  # "true card -> answer" of wrong or empty answers
+    paths: Counter[str] = field(default_factory=Counter)  # answers by `analysis.path` (#47's cascade)
     server_cpu_s: float = 0.0
     cpu_by_role: dict[str, float] = field(default_factory=dict)
     postgres_cpu_s: float = 0.0
@@ -265,6 +272,9 @@ class Row:
                 name: round(n / max(answered, 1))
                 for name, n in sorted(self.faults_by_role.items(), key=lambda kv: -kv[1])
             },
+            # Answers by how the card was found: `quick` (the cascade's first look) or `full`.
+            "paths": dict(self.paths),
+            "quick_share": self.paths["quick"] / max(1, sum(self.paths.values())),
             "stage_ms_mean": self.stage_ms,
             # How many scans passed through each stage: fewer `read` than `search` where the picture alone
             # answered a unique artwork (`fusion.picture_answer`).
@@ -323,7 +333,9 @@ async def closed_loop(
         row.latencies_ms.append((time.perf_counter() - started) * 1000)
         row.statuses[response.status_code] += 1
         if response.status_code == 200:
-            answer = [m["card"]["id"] for m in response.json()["data"]["matches"]]
+            data = response.json()["data"]
+            row.paths[data["analysis"].get("path", "full")] += 1
+            answer = [m["card"]["id"] for m in data["matches"]]
             if answer[:1] == [photo.card_id]:
                 row.right += 1
             else:
@@ -375,29 +387,37 @@ async def run_all(
                 row = await closed_loop(client, photos, c, max(args.scans, 4 * c), server_pid, label)
                 rows.append(row.summary())
                 print_row(rows[-1], flush=True)
-        head_label, head_c = args.headline.split(":")
-        repeats = [
-            (await closed_loop(client, sets[head_label], int(head_c), args.scans, server_pid, head_label))
-            for _ in range(args.repeat)
-        ]
-    summaries = [r.summary() for r in repeats]
-    headline = {
+        repeats: dict[str, list[Row]] = {}
+        for entry in args.headline.split(","):
+            head_label, head_c = entry.split(":")
+            repeats[entry] = [
+                await closed_loop(client, sets[head_label], int(head_c), args.scans, server_pid, head_label)
+                for _ in range(args.repeat)
+            ]
+    headlines = {entry: median_row([r.summary() for r in runs]) for entry, runs in repeats.items()}
+    return rows, headlines
+
+
+def median_row(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Repeated runs of one row: the median of each figure, and the runs."""
+    median = {
         key: statistics.median(s[key] for s in summaries)
         for key in summaries[0]
         if isinstance(summaries[0][key], float | int) and not isinstance(summaries[0][key], bool)
     }
-    headline.update(
-        photos=head_label,
-        concurrency=int(head_c),
+    median.update(
+        photos=summaries[0]["photos"],
+        concurrency=summaries[0]["concurrency"],
         runs=len(summaries),
         errors=sum(sum(s["errors"].values()) for s in summaries),
     )
-    return rows, {"median": headline, "runs": summaries}
+    return {"median": median, "runs": summaries}
 
 
 HEADER = (
     f"{'photos':>6} {'conc':>4} {'scans':>5} {'scans/s':>7} {'p50':>6} {'p95':>6} {'p99':>6} "
-    f"{'errors':>8} {'top-1':>6} {'CPU ms/scan':>11} {'sys ms':>6} {'PG ms':>6} {'RSS GiB':>7} {'PSS GiB':>7}"
+    f"{'errors':>8} {'top-1':>6} {'quick':>6} {'CPU ms/scan':>11} {'sys ms':>6} {'PG ms':>6} {'RSS GiB':>7} "
+    f"{'PSS GiB':>7}"
 )
 
 
@@ -407,7 +427,8 @@ def print_row(r: dict[str, Any], flush: bool = False) -> None:
     print(
         f"{r['photos']:>6} {r['concurrency']:>4} {r.get('scans', 0):>5} {r['scans_per_s']:>7.1f} "
         f"{r['p50_ms']:>6.0f} {r['p95_ms']:>6.0f} {r['p99_ms']:>6.0f} {errors or '0':>8} "
-        f"{100 * r['top1']:>5.1f}% {r['server_cpu_ms_per_scan']:>11.1f} "
+        f"{100 * r['top1']:>5.1f}% {100 * r.get('quick_share', 0.0):>5.1f}% "
+        f"{r['server_cpu_ms_per_scan']:>11.1f} "
         f"{r['server_sys_cpu_ms_per_scan']:>6.1f} {r['postgres_cpu_ms_per_scan']:>6.1f} "
         f"{r['server_rss_gib']:>7.2f} {r['server_pss_gib']:>7.2f}",
         flush=flush,
@@ -421,7 +442,12 @@ def main() -> int:
     parser.add_argument("--sizes", default="12mp,2mp,0.5mp")
     parser.add_argument("--photos", type=int, default=24, help="distinct photos per size")
     parser.add_argument("--scans", type=int, default=64, help="scans per row (at least 4 x concurrency)")
-    parser.add_argument("--headline", default="mixed:16", help="PHOTOS:CONCURRENCY run --repeat times")
+    parser.add_argument(
+        "--headline",
+        default="mixed:16",
+        help="PHOTOS:CONCURRENCY[,PHOTOS:CONCURRENCY] run --repeat times each",
+    )
+    parser.add_argument("--hard", action="store_true", help="a row of hard photos (~2 MP) too")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--detector-precision", choices=("auto", "fp32", "bf16"), default="fp32")
@@ -434,6 +460,12 @@ def main() -> int:
         )
     parser.add_argument(
         "--batch-wait-ms", type=float, default=0.0, help="each model batch's wait for company"
+    )
+    parser.add_argument(
+        "--first-look",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the scan cascade's first look (CARDCAT_SCAN_FIRST_LOOK); --no-first-look: the full pipeline",
     )
     parser.add_argument("--idle-seconds", type=float, default=20, help="server CPU read idle first")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_load.json")
@@ -452,6 +484,8 @@ def main() -> int:
         size: make_photos(card_ids, size, args.photos, SEED_BASE + 1000 * n) for n, size in enumerate(sizes)
     }
     sets["mixed"] = [p for group in zip(*sets.values(), strict=True) for p in group]
+    if args.hard:  # training.synth's hard photos (glare, sleeves, small and steep cards) at ~2 MP
+        sets["hard"] = make_photos(card_ids, "2mp", args.photos, SEED_BASE + 9000, "hard")
     with tempfile.TemporaryDirectory(prefix="cardcat-scan-load-") as tmp:
         service = launch_scanner(
             Path(tmp),
@@ -461,6 +495,7 @@ def main() -> int:
             CARDCAT_SCAN_DETECTOR_PRECISION=args.detector_precision,
             CARDCAT_SCAN_THREADS=str(args.threads),
             CARDCAT_SCAN_BATCH_WAIT_MS=str(args.batch_wait_ms),
+            CARDCAT_SCAN_FIRST_LOOK=str(args.first_look).lower(),
             **{
                 f"CARDCAT_SCAN_{model.upper()}_RUNTIME": getattr(args, f"{model}_runtime")
                 for model in RUNTIME_MODELS
@@ -478,17 +513,22 @@ def main() -> int:
             idle_cpu = idle_cost(server_pid, args.idle_seconds)
             print(f"idle: {idle_cpu['total']} ms of CPU a second ({idle_cpu['by_process']})")
             print(HEADER)
-            rows, headline = asyncio.run(run_all(service.base_url, service.key, server_pid, sets, args))
+            rows, headlines = asyncio.run(run_all(service.base_url, service.key, server_pid, sets, args))
         finally:
             service.stop()
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU x{os.cpu_count()}"
-    print(f"\nheadline: median of {headline['median']['runs']} runs, {args.headline}, on {device}")
+    print(f"\nheadline: median of {args.repeat} runs each, {args.headline}, on {device}")
     print(HEADER)
-    print_row(headline["median"])
-    roles = headline["runs"][len(headline["runs"]) // 2]["cpu_ms_per_scan_by_process"]
-    print("CPU ms per scan by process (middle run): " + ", ".join(f"{k} {v}" for k, v in roles.items()))
+    for headline in headlines.values():
+        print_row(headline["median"])
+    for entry, headline in headlines.items():
+        roles = headline["runs"][len(headline["runs"]) // 2]["cpu_ms_per_scan_by_process"]
+        print(
+            f"CPU ms per scan by process ({entry}, middle run): "
+            + ", ".join(f"{k} {v}" for k, v in roles.items())
+        )
     for r in rows:
         stages = ", ".join(f"{k} {v}" for k, v in r["stage_ms_mean"].items())
         counts = r["stage_counts"]
@@ -507,7 +547,10 @@ def main() -> int:
         "idle_cpu_ms_per_s": idle_cpu,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows, "headline": headline}, indent=2))
+    # `headline` is the first --headline entry's (as before several could be asked for); `headlines` all.
+    first = next(iter(headlines.values()))
+    report = {"meta": meta, "rows": rows, "headline": first, "headlines": headlines}
+    args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
     return 0
 

@@ -35,8 +35,8 @@ class Unidentified(TypedDict):
 # How far a scan client may trust an answer (`serve_app.fusion.with_tier`): `certain` goes straight to
 # inventory, `likely` is right nearly always, `review` (a race, or no answer) goes to a person.
 Tier = Literal["certain", "likely", "review"]
-# How the scanner found the card (#47's cascade): `quick`, the cheap first look's outline (kept only for a
-# certain answer); `full`, the detector network.
+# How the scanner found the card (#47's cascade): `quick`, the detector's first look alone (kept only when
+# the picture is certain of a unique artwork); `full`, the full pipeline.
 ScanPath = Literal["quick", "full"]
 
 

@@ -16,6 +16,7 @@ export (`models/weights/detector.onnx`, `Backend(kind="onnx")`) never imports to
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -55,6 +56,15 @@ INPUT, OUTPUT = "views__0", "probs__0"
 
 
 # ------------------------------------------------------------------------------------------ serving
+@dataclass(frozen=True)
+class FirstLook:
+    """What the whole-photo view alone says of a photo (`CardDetector.first_look_batch`): the card's
+    quad, unrefined (None: no blob a quad fits), and every candidate the full pipeline would judge."""
+
+    quad: np.ndarray | None
+    candidates: list[np.ndarray]
+
+
 class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
 
@@ -160,13 +170,18 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
             out = 0.5 * (out + run(x.flip(2))[..., ::-1])
         return out
 
-    def locate_batch(self, images: Sequence[Pixels]) -> list[np.ndarray | None]:
+    def locate_batch(
+        self, images: Sequence[Pixels], coarse: Sequence[list[np.ndarray]] | None = None
+    ) -> list[np.ndarray | None]:
         """Corners for each RGB photo: long side vertical; the top may be off by 180 degrees. A photo is an
         HxWx3 uint8 array, or a uint8 (3, H, W) tensor on a torch device (a GPU replica's decode), whose
-        views are then cut on that device (`models.tensor_ops`)."""
-        return self.predict_batch(images)
+        views are then cut on that device (`models.tensor_ops`). `coarse`: each photo's whole-photo
+        candidates from `first_look_batch`, so that view is not computed again."""
+        return self.predict_batch(images, coarse=coarse)
 
-    def _predict_batch(self, photos: list[Pixels]) -> list[np.ndarray | None]:
+    def _predict_batch(
+        self, photos: list[Pixels], coarse: Sequence[list[np.ndarray]] | None = None
+    ) -> list[np.ndarray | None]:
         cfg = self.cfg
         if not photos:
             return []
@@ -174,7 +189,8 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         images = [_pyramid(photo) for photo in photos]
         # The first zoomed look judges every coarse candidate (a sheet of paper can out-mask the card at
         # low resolution); the best-scoring one is refined further.
-        items = [(i, q) for i, qs in enumerate(self._coarse(images)) for q in qs]
+        candidates = self._coarse(images) if coarse is None else coarse
+        items = [(i, q) for i, qs in enumerate(candidates) for q in qs]
         best: dict[int, tuple[np.ndarray, float]] = {}
         start: dict[int, np.ndarray] = {}
         self._judge(images, items, best, start)
@@ -195,23 +211,25 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
                 best[i] = result
         return [best[i][0] if i in best else None for i in range(len(images))]
 
-    def first_look_batch(self, images: Sequence[Pixels]) -> list[np.ndarray | None]:
-        """The scan cascade's cheap look (#47): the whole-photo view alone, each photo's largest card-like
-        blob as a quad (oriented as `locate_batch`'s), with no zoomed pass to judge or refine it: one
-        network view a photo where `locate_batch` takes ~4. Its corners are within ~1% of the card's height
-        on most easy photos; the scanner keeps an answer from them only when it is certain."""
+    def first_look_batch(self, images: Sequence[np.ndarray]) -> list[FirstLook]:
+        """The scan cascade's cheap look (#47): the whole-photo view alone, one network view a photo where
+        `locate_batch` takes ~4. Each photo's largest card-like blob that a quad fits, oriented as
+        `locate_batch` orients (None without one), and the view's candidates, which `locate_batch` takes
+        back (`coarse`) for a photo the scanner sends on to the full pipeline, so no view is looked at
+        twice. Its corners are within ~1% of the card's height on most easy photos; the scanner keeps an
+        answer from them only when it is certain (docs/scanner-performance.md, "The first look")."""
+        if not images:
+            return []
+        self.load()
         cfg = self.cfg
-        pyramids = [_pyramid(image) for image in images]
-        views, mats = zip(*(_letterbox(p, cfg.input_size) for p in pyramids), strict=True)
-        out: list[np.ndarray | None] = []
+        views, mats = zip(*(_letterbox(_pyramid(image), cfg.input_size) for image in images), strict=True)
+        looks: list[FirstLook] = []
         for p, m in zip(self._infer_views(list(views)), mats, strict=True):
-            quads = fit_quads(p[0], cfg.min_area, cfg.min_fit, cfg.threshold, cfg.close, 1, False)
-            if not quads:
-                out.append(None)
-                continue
             back = np.linalg.inv(m)
-            out.append(apply(back, orient(quads[0], p[1:], apply(back, quads[0]), cfg.geo)))
-        return out
+            fitted = fit_quads(p[0], cfg.min_area, cfg.min_fit, cfg.threshold, cfg.close, 1, False)
+            quad = apply(back, orient(fitted[0], p[1:], apply(back, fitted[0]), cfg.geo)) if fitted else None
+            looks.append(FirstLook(quad, self._candidates(p, m)))
+        return looks
 
     def _judge(
         self,

@@ -176,19 +176,22 @@ class Detector:
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=BATCH_WAIT_S)
     async def locate_batch(self, requests: list[LocateRequest]) -> list[Located]:
-        """Each request: the photo's bytes, the (width, height) of the thumbnail to return and, optionally,
-        whether to try the cheap first look before the network (`serve_app.stages.locate_photos`)."""
-
         timings: list[dict[str, float]] = [{} for _ in requests]
-        photos, sizes = [request[0] for request in requests], [request[1] for request in requests]
-        looks = [len(request) > 2 and bool(request[2]) for request in requests]
-        found = await asyncio.to_thread(self.locate_photos, photos, timings, sizes, looks)
+        photos, sizes = [r.photo for r in requests], [r.thumbnail for r in requests]
+        looks, coarse = [r.first_look for r in requests], [r.coarse for r in requests]
+        found = await asyncio.to_thread(self.locate_photos, photos, timings, sizes, looks, coarse)
         located = []
         for item, spent in zip(found, timings, strict=True):
-            if isinstance(item, Face):
+            if (
+                isinstance(item, Face) and item.first_look
+            ):  # answered from its thumbnail or sent back: never read
+                located.append(
+                    Located(None, item.thumbnail, timings=spent, first_look=True, candidates=item.candidates)
+                )
+            elif isinstance(item, Face):
                 face = ray.put(item.pixels)
                 self.handed_out.append(face)
-                located.append(Located(face, item.thumbnail, timings=spent, first_look=item.first_look))
+                located.append(Located(face, item.thumbnail, timings=spent))
             else:
                 located.append(dataclasses.replace(item, timings=spent))
         return located
@@ -199,10 +202,12 @@ class Detector:
         timings: list[dict[str, float]] | None = None,
         thumbnails: list[tuple[int, int]] | None = None,
         looks: list[bool] | None = None,
+        coarse: list[list[np.ndarray] | None] | None = None,
     ) -> list[Face | Located]:
-        """Photos of any size and format in one batch (`serve_app.stages.locate_photos`): the rectified
-        face (and thumbnail, sizes given) of each, or a `Located` saying there is none, or why."""
-        found = locate_photos(self.model, photos, self.on_device, timings, thumbnails, looks)
+        """Photos of any size and format in one batch (`serve_app.stages.locate_photos`, which says what
+        `looks` and `coarse` do): the rectified face (and thumbnail, sizes given) of each, or a `Located`
+        saying there is none, or why."""
+        found = locate_photos(self.model, photos, self.on_device, timings, thumbnails, looks, coarse)
         return [face if isinstance(face, Face) else Located(error=face) for face in found]
 
 

@@ -37,9 +37,9 @@ class ScanConfig:
     # Replicas of each model deployment (Detector, Embedder, Reader). Ray Serve spreads a deployment's
     # replicas over the cluster's nodes, so on several nodes one lost node leaves each model answering.
     replicas: int = 1
-    # The scan cascade (#47): a cheap first look for the card's outline by classical geometry
-    # (`models.first_look`) before the detector network; its answer is kept only when `certain`, else the
-    # photo is located again by the network (docs/scanner-performance.md, "The first look").
+    # The scan cascade (#47): the detector's whole-photo view alone first (`CardDetector.first_look_batch`);
+    # its answer is kept only when the picture alone is certain of a unique artwork, else the photo goes
+    # through the full pipeline from that view's candidates (docs/scanner-performance.md, "The first look").
     first_look: bool = True
     thresholds: dict[str, float] = field(default_factory=dict)
     # Where the detector and embedder networks run: "torch" in the replica, or "triton": a Triton server

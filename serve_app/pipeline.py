@@ -26,6 +26,7 @@ from ray.serve.metrics import Histogram
 from core.scan_contract import ScanAnswer, ScanPath, refusal
 from serve_app.fusion import (
     Decision,
+    Hits,
     PrintTable,
     Read,
     Thresholds,
@@ -61,16 +62,25 @@ class Located:
     face: Any = None
     thumbnail: np.ndarray | None = None
     error: tuple[str, str] | None = None
-    # Seconds this photo spent in the replica's stages: `decode` (its own), `locate` (its batch's
-    # detector pass and rectification, or its own first look).
+    # Seconds this photo spent in the replica's stages: `decode` (its own), `look` (its share of its
+    # batch's first look), `locate` (its batch's full pipeline: detector passes and rectification).
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
-    # The face came from the cheap first look (`models.first_look`), not the detector network.
+    # The face came from the cascade's first look (#47), and these are that look's candidates: a scan
+    # whose answer from it is not certain sends them back (`LocateRequest.coarse`).
     first_look: bool = False
+    candidates: list[np.ndarray] | None = None
 
 
-# What the Detector's `locate` takes: the photo's bytes, the thumbnail's (width, height) and, optionally,
-# whether to try the first look before the network (absent: the network, as before the cascade).
-LocateRequest = tuple[bytes, tuple[int, int]] | tuple[bytes, tuple[int, int], bool]
+@dataclasses.dataclass(frozen=True)
+class LocateRequest:
+    """What the Detector's `locate` takes for one photo."""
+
+    photo: bytes
+    thumbnail: tuple[int, int]  # (width, height) of the face shrunk for the Embedder
+    first_look: bool = False  # try the cascade's first look before the full pipeline (#47)
+    # A first look's candidates for this photo, sent back with it for the full pipeline: its whole-photo
+    # view is not computed twice.
+    coarse: list[np.ndarray] | None = None
 
 
 class ScanPipeline:
@@ -119,23 +129,28 @@ class ScanPipeline:
         if self.embed_size is None:
             self.embed_size = tuple(await self.embedder.input_size.remote())
         locate = self.detector.locate_background if background else self.detector.locate
-        located: Located = await locate.remote((data, self.embed_size, self.first_look))
+        located: Located = await locate.remote(LocateRequest(data, self.embed_size, self.first_look))
         timings = dict(located.timings)
         if located.error is not None:
             self._observe(timings)
             code, message = located.error
             return refusal(code, message)
-        decision = await self.scan(located, timings)
-        path: ScanPath = "quick" if located.first_look else "full"
-        if located.first_look and decision.tier != "certain":
-            # The cascade (#47): the first look's outline is trusted only for a certain answer; anything
-            # less is located again by the network and decided as if the first look had never happened.
-            path = "full"
-            located = await locate.remote((data, self.embed_size, False))
-            again = dict(located.timings)  # the same bytes decoded a moment ago: no error this time
-            decision = await self.scan(located, again)
-            for stage, seconds in again.items():
-                timings[stage] = timings.get(stage, 0.0) + seconds
+        path: ScanPath = "full"
+        if located.first_look:
+            # The cascade (#47): a first look's face answers only when the picture alone is certain of a
+            # unique artwork; anything else goes through the full pipeline, from the same candidates, and
+            # is decided as if the first look had never happened.
+            quick = await self.quick_answer(located, timings)
+            if quick is not None:
+                decision, path = quick, "quick"
+            else:
+                located = await locate.remote(LocateRequest(data, self.embed_size, coarse=located.candidates))
+                again = dict(located.timings)  # the same bytes decoded a moment ago: no error this time
+                decision = await self.scan(located, again)
+                for stage, seconds in again.items():
+                    timings[stage] = timings.get(stage, 0.0) + seconds
+        else:
+            decision = await self.scan(located, timings)
         answer = decision.as_dict()
         answer["path"] = path
         timings["total"] = time.perf_counter() - started
@@ -146,6 +161,40 @@ class ScanPipeline:
     def _observe(self, timings: dict[str, float]) -> None:
         for stage, seconds in timings.items():
             self.stage_latency.observe(seconds, tags={"stage": stage})
+
+    async def _search(self, thumbnail: np.ndarray, spent: dict[str, float]) -> tuple[bool, Hits, PrintTable]:
+        """The face's index hits, the better way up (whether that is turned 180°), and the print table of
+        the build they came from; `spent` receives the `search` seconds."""
+        started = time.perf_counter()
+        for _ in range(2):
+            upright, upside_down, stamp = await self.embedder.search.remote(thumbnail)
+            known = self.tables.get(stamp)
+            if known is None:
+                fetched, table = await self._fetch_table()
+                if fetched != stamp:  # another replica answered from another build: search again
+                    continue
+            else:
+                table = known
+            break
+        else:
+            raise RuntimeError(f"no print table for index build {stamp}")
+        spent["search"] = time.perf_counter() - started
+        turned, hits = better_turn(False, True, upright, upside_down)
+        return turned, hits, table
+
+    async def quick_answer(self, located: Located, timings: dict[str, float]) -> Decision | None:
+        """A first look's answer (#47), or None for the full pipeline: only a `certain` answer that no
+        read could change (`picture_answer`: one unique artwork the picture is sure of). A reprint's
+        answer rests on reading its print, and a print read off a first look's rougher corners once named
+        the wrong reprint surely (a 0.5 MP photo of smp-SM198 read as det1-1,
+        benchmarks/results/scan_load_cascade_read_not_shipped.json), so reprints are never answered
+        here; nor is the face read."""
+        assert located.thumbnail is not None
+        _, hits, table = await self._search(located.thumbnail, timings)
+        started = time.perf_counter()
+        answer = picture_answer(dict(hits), table, self.thresholds)
+        timings["fuse"] = time.perf_counter() - started
+        return answer if answer is not None and answer.tier == "certain" else None
 
     async def scan(self, located: Located, timings: dict[str, float] | None = None) -> Decision:
         """The decision for a located photo; `timings` receives the `search`, `read` and `fuse` seconds.
@@ -159,21 +208,7 @@ class ScanPipeline:
             decision = decide({}, None, latest, self.thresholds)
             spent["fuse"] = time.perf_counter() - started
             return decision
-        started = time.perf_counter()
-        for _ in range(2):
-            upright, upside_down, stamp = await self.embedder.search.remote(located.thumbnail)
-            known = self.tables.get(stamp)
-            if known is None:
-                fetched, table = await self._fetch_table()
-                if fetched != stamp:  # another replica answered from another build: search again
-                    continue
-            else:
-                table = known
-            break
-        else:
-            raise RuntimeError(f"no print table for index build {stamp}")
-        spent["search"] = time.perf_counter() - started
-        turned, hits = better_turn(False, True, upright, upside_down)
+        turned, hits, table = await self._search(located.thumbnail, spent)
         started = time.perf_counter()
         answer = picture_answer(dict(hits), table, self.thresholds)
         fused_s = time.perf_counter() - started

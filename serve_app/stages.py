@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from core.errors import APIError
-from models.first_look import first_look
 from models.geometry import half_turn, rectify, shrink
 from serve_app.decoding import decode_photo, decode_photos_tensor
 from serve_app.fusion import Hits
@@ -26,9 +25,11 @@ class Face:
 
     pixels: np.ndarray
     thumbnail: np.ndarray | None = None
-    # Found by the cheap first look (`models.first_look`), not the detector network: the scan keeps its
-    # answer only when it is certain, and locates the photo again with the network otherwise.
+    # Found by the cascade's first look (the detector's whole-photo view alone, #47), with that view's
+    # candidates: the scan keeps its answer only when it is certain, and otherwise sends the photo back
+    # with the candidates for the full pipeline.
     first_look: bool = False
+    candidates: list[np.ndarray] | None = None
 
 
 # A photo's outcome in the Detector: its Face, None when no card was found, or the spec's (code, message)
@@ -43,16 +44,21 @@ def locate_photos(
     timings: list[dict[str, float]] | None = None,
     thumbnails: list[tuple[int, int]] | None = None,
     looks: list[bool] | None = None,
+    coarse: list[list[np.ndarray] | None] | None = None,
 ) -> list[Found]:
     """Photos of any size and format in one batch, each decoded once, at working size, then located by
     `detector` (a `models.detector.CardDetector`), rectified and, given `thumbnails` (a (width, height)
     per photo), shrunk for the embedder too. `on_device`: decode (nvJPEG), cut the detector's views,
     rectify and shrink (`interpolate`, `grid_sample`, matrix products) on the detector's torch device
     instead of with Pillow and OpenCV on the host. `timings`, when given (one dict per photo), receives
-    each photo's `decode` seconds (on a device, its share of the batch's one decode call) and its
-    batch's `locate` seconds. `looks`, when given (one flag per photo; host decoding only): those photos
-    first get the cheap first look (`models.first_look`), and only those it finds no card outline in go
-    through the detector network; their `locate` is then their own look, rectification included."""
+    each photo's `decode` seconds (on a device, its share of the batch's one decode call), its share of
+    the first look (`look`) and its batch's `locate` seconds (the full pipeline).
+
+    The cascade (#47; host decoding only): a photo whose `looks` flag is set gets the first look, the
+    detector's whole-photo view alone (`CardDetector.first_look_batch`); where that view fits a card,
+    the face is cut from its quad and marked `first_look`. Every other photo goes through the full
+    pipeline, starting from that view's candidates, or from `coarse` (a photo sent back after a first
+    look whose answer was not certain), so no photo's whole-photo view is computed twice."""
     rectify_tensors: Any = None
     if on_device:  # torchvision's decoders only where they run
         from models.tensor_ops import rectify_tensors
@@ -79,26 +85,28 @@ def locate_photos(
             except APIError as error:
                 out[i] = (error.code, error.message)
             spent[i]["decode"] = time.perf_counter() - started
+    hints = {} if on_device else {i: c for i, c in enumerate(coarse or []) if c is not None and i in images}
     if looks and not on_device:
-        import os
-
-        way = os.environ.get("CARDCAT_FIRST_LOOK_WAY", "outline")
-        for i, image in list(images.items()):
-            if not looks[i]:
+        asked = [i for i in images if looks[i] and i not in hints]
+        started = time.perf_counter()
+        for i, look in zip(asked, detector.first_look_batch([images[i] for i in asked]), strict=True):
+            if look.quad is None:
+                hints[i] = look.candidates
                 continue
-            started = time.perf_counter()
-            quad = first_look(image) if way in ("outline", "both") else None
-            if quad is None and way in ("coarse", "both"):
-                quad = detector.first_look_batch([image])[0]
-            if quad is not None:
-                face = rectify(image, quad)
-                size = thumbnails[i] if thumbnails else None
-                out[i] = Face(face, shrink(face, size) if size else None, first_look=True)
-                del images[i]
-            spent[i]["locate"] = time.perf_counter() - started
+            face = rectify(images.pop(i), look.quad)
+            size = thumbnails[i] if thumbnails else None
+            out[i] = Face(face, shrink(face, size) if size else None, True, look.candidates)
+        each_s = (time.perf_counter() - started) / max(1, len(asked))
+        for i in asked:
+            spent[i]["look"] = each_s
     started = time.perf_counter()
-    quads = detector.locate_batch(list(images.values())) if images else []
-    found = [(i, image, q) for (i, image), q in zip(images.items(), quads, strict=True) if q is not None]
+    quads: dict[int, np.ndarray | None] = {}
+    plain = [i for i in images if i not in hints]
+    for group, candidates in ((plain, None), (list(hints), list(hints.values()))):
+        if group:
+            found_now = detector.locate_batch([images[i] for i in group], coarse=candidates)
+            quads.update(zip(group, found_now, strict=True))
+    found = [(i, images[i], q) for i, q in quads.items() if q is not None]
     sizes = [thumbnails[i] if thumbnails else None for i, _, _ in found]
     if on_device:  # the batch's faces (and thumbnails) come back to the host in one copy (a size)
         faces = rectify_tensors([image for _, image, _ in found], [q for _, _, q in found], thumbnails=sizes)
@@ -110,7 +118,7 @@ def locate_photos(
             out[i] = Face(face, shrink(face, size) if size else None)
     located_s = time.perf_counter() - started
     for i in images:
-        spent[i]["locate"] = spent[i].get("locate", 0.0) + located_s
+        spent[i]["locate"] = located_s
     return out
 
 

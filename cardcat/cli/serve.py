@@ -73,6 +73,7 @@ def scan_config(settings: Settings) -> ScanConfig:
         reader_runtime=settings.scan_reader_runtime,
         threads=settings.scan_threads,
         batch_wait_ms=settings.scan_batch_wait_ms,
+        first_look=settings.scan_first_look,
     )
 
 

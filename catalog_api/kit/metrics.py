@@ -57,14 +57,20 @@ SCANS = Counter("cardcat_scans_total", "POST /v1/scan answers by outcome.", ["ou
 SCAN_ERROR_CODES = Counter(
     "cardcat_scan_errors_total", "POST /v1/scan error answers by error code.", ["code"]
 )
+# How the scanner found the card (`analysis.path`, #47's cascade): `quick`, its first look; `full`, the
+# full pipeline (a first look that was not certain included). The quick share is what the cascade saves.
+SCAN_PATH_NAMES = ("quick", "full")
+SCAN_PATHS = Counter(
+    "cardcat_scan_paths_total", "POST /v1/scan answers by how the card was found: quick or full.", ["path"]
+)
 # The stages the scanner reports with each decision (`ScanDecision.timings`: decode and locate measured
 # in the Detector replica, the rest where the scan is composed, serve_app.pipeline); the scanner also
 # exports them itself through Ray's metrics as `ray_cardcat_scanner_stage_seconds`.
-SCAN_STAGES = ("decode", "locate", "search", "read", "fuse", "total")
+SCAN_STAGES = ("decode", "look", "locate", "search", "read", "fuse", "total")
 SCAN_STAGE_LATENCY = Histogram(
     "cardcat_scan_stage_seconds",
-    "Scanner stage latency as reported by the scanner with each answer (decode, locate, search, read, "
-    "fuse, and the scanner's total).",
+    "Scanner stage latency as reported by the scanner with each answer (decode, the first look, locate, "
+    "search, read, fuse, and the scanner's total).",
     ["stage"],
     buckets=LATENCY_BUCKETS,
 )
@@ -103,6 +109,8 @@ for _outcome in SCAN_OUTCOMES:
     SCANS.labels(_outcome)
 for _stage in SCAN_STAGES:
     SCAN_STAGE_LATENCY.labels(_stage)
+for _path in SCAN_PATH_NAMES:
+    SCAN_PATHS.labels(_path)
 for _result in WEBHOOK_RESULTS:
     WEBHOOK_DELIVERIES.labels(_result)
 for _kind in WEBHOOK_FAILURE_KINDS:

@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     # How long each scanner model's batch waits for more requests after its first, in milliseconds
     # (serve_app.config.ScanConfig.batch_wait_ms): a lone scan waits this long at each of three stages.
     scan_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000)
+    # The scan cascade (serve_app.config.ScanConfig.first_look): the detector's whole-photo view alone
+    # first, its answer kept only when certain. Off: every photo through the full pipeline, as before #47.
+    scan_first_look: bool = True
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.

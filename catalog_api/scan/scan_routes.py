@@ -18,7 +18,7 @@ from starlette.responses import Response
 from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
 from catalog_api.kit.languages import parse_lang
-from catalog_api.kit.metrics import SCAN_ERROR_CODES, SCAN_STAGE_LATENCY, SCAN_STAGES, SCANS
+from catalog_api.kit.metrics import SCAN_ERROR_CODES, SCAN_PATHS, SCAN_STAGE_LATENCY, SCAN_STAGES, SCANS
 from catalog_api.kit.params import Lang
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
 from catalog_api.scan.admission import ScanSlots
@@ -77,6 +77,7 @@ async def scan(request: Request, context: Context, scanning: ScanningState, lang
         SCAN_ERROR_CODES.labels(error.code if isinstance(error, APIError) else "internal").inc()
         raise
     SCANS.labels(outcome_of(body)).inc()
+    SCAN_PATHS.labels(body["analysis"]["path"]).inc()
     return data_response(request, body)
 
 

@@ -39,9 +39,9 @@ class ScanAnalysis(Strict):
     )
     path: ScanPath = Field(
         "full",
-        description="How the card was found: `quick` (a cheap first look at its outline, kept only for a "
-        "`certain` answer) or `full` (the detector network). The same card either way; `quick` costs the "
-        "server less (docs/scanner.md).",
+        description="How the card was found: `quick` (the detector's first, whole-photo look alone, kept "
+        "only when the picture is certain of a card whose artwork has no reprint) or `full` (the full "
+        "pipeline). The same card either way; `quick` costs the server less (docs/scanner.md).",
     )
 
 

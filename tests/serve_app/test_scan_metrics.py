@@ -35,7 +35,7 @@ from cardcat.stack import (
 from tests.catalog_api.helpers import eventually, ok
 from tests.serve_app.test_scan_http import EXPANSIONS, HELD_OUT_SEED, face, jpeg, photo_of, scan
 
-STAGES = ("decode", "locate", "search", "read", "fuse", "total")
+STAGES = ("decode", "look", "locate", "search", "read", "fuse", "total")
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +98,10 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
     assert tally["error"] == 1, tally
     decisions = sum(1 for response in responses if response.status_code == 200)
     located = sum(1 for response in responses if response.status_code == 200 and ok(response)["matches"])
+    paths = Counter(ok(response)["analysis"]["path"] for response in responses if response.status_code == 200)
+    # The cascade (#47): the sharp photos of unique artworks are answered from the first look, the race and
+    # the blank photo go on to the full pipeline.
+    assert paths["quick"] >= 2 and paths["full"] >= 2, paths
 
     for _ in range(3):  # any worker's answer sums both workers
         after = Scrape.get(metrics)
@@ -112,8 +116,16 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
             count = "cardcat_scan_stage_seconds_count"
             return scrape.sum(count, stage=stage) - before.sum(count, stage=stage)
 
-        for stage in ("decode", "locate", "fuse", "total"):
+        for stage in ("decode", "look", "fuse", "total"):
             assert observed(stage) == decisions, (stage, observed(stage), decisions)
+        # The full pipeline located exactly the photos answered by the full path.
+        assert observed("locate") == paths["full"], (observed("locate"), paths)
+        moved = {
+            path: after.sum("cardcat_scan_paths_total", path=path)
+            - before.sum("cardcat_scan_paths_total", path=path)
+            for path in ("quick", "full")
+        }
+        assert moved == dict(paths), (moved, paths)
         # Every located card is searched; its face is read only where the print could change the answer
         # (`fusion.picture_answer`). The three photos of base1/base4 reprints always are (only the print
         # tells them apart); of the two standard photos of unique Trainer Gallery artworks, which the

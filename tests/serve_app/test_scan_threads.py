@@ -21,18 +21,28 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     monkeypatch.setenv("CARDCAT_SCAN_EMBEDDER_RUNTIME", "onnx")
     monkeypatch.setenv("CARDCAT_SCAN_DETECTOR_RUNTIME", "torch")
     monkeypatch.setenv("CARDCAT_SCAN_READER_RUNTIME", "onnx")
+    monkeypatch.setenv("CARDCAT_SCAN_FIRST_LOOK", "false")
     config = scan_config(Settings())
     assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
     assert config.embedder_options()["kind"] == "onnx" and config.backend_options()["kind"] == "torch"
     assert config.detector_options() == {**config.backend_options("bf16"), "kind": "torch"}
     assert config.reader_options() == "onnx"
     assert config.resolved(gpu=True) == config  # nothing left to choose
-    assert config.batch_wait_ms == 7.5
+    assert config.batch_wait_ms == 7.5 and config.first_look is False
     assert config.index_dir == str(Settings().index_dir)
-    for name in ("THREADS", "BATCH_WAIT_MS", "EMBEDDER_RUNTIME", "DETECTOR_RUNTIME", "READER_RUNTIME"):
+    names = (
+        "THREADS",
+        "BATCH_WAIT_MS",
+        "EMBEDDER_RUNTIME",
+        "DETECTOR_RUNTIME",
+        "READER_RUNTIME",
+        "FIRST_LOOK",
+    )
+    for name in names:
         monkeypatch.delenv(f"CARDCAT_SCAN_{name}")
     default = scan_config(Settings())
     assert default.threads == 1 and default.batch_wait_ms == Settings().scan_batch_wait_ms
+    assert default.first_look is True
     # "auto": ONNX Runtime where the model replicas get no GPU, torch where they do
     assert (default.detector_runtime, default.embedder_runtime, default.reader_runtime) == ("auto",) * 3
     cpu, gpu = default.resolved(gpu=False), default.resolved(gpu=True)
