@@ -105,3 +105,23 @@ def test_scans_say_which_path_answered(scanner_stack: Service) -> None:
     assert [m["card"]["id"] for m in easy["matches"]] == ["swsh10tg-TG05"]
     assert race["analysis"]["path"] == "full" and len(race["matches"]) >= 2
     assert blank["analysis"]["path"] == "full" and blank["matches"] == []
+
+
+def test_a_photo_sent_back_is_located_as_the_full_pipeline_locates_it(models: dict[str, Any]) -> None:
+    """The full pipeline started from a first look's candidates (a photo sent back) cuts exactly the face
+    it cuts without them: the answer is decided as if the first look had never happened. (A first look
+    on a smaller decode broke this: its candidates, scaled up, led the zoomed passes elsewhere on a hard
+    photo of ex10-37, which then went unanswered; it was not kept.)"""
+    from serve_app.stages import Face, locate_photos
+
+    size = models["embedder"].input_size
+    for photo in (blurred_photo_of("base1-4"), photo_of("base4-13")):
+        first = locate_photos(models["detector"], [photo], False, None, [size], [True])[0]
+        assert isinstance(first, Face) and first.first_look and first.candidates
+        again = locate_photos(models["detector"], [photo], False, None, [size], [False], [first.candidates])[
+            0
+        ]
+        plain = locate_photos(models["detector"], [photo], False, None, [size])[0]
+        assert isinstance(again, Face) and isinstance(plain, Face) and not again.first_look
+        assert again.thumbnail is not None and plain.thumbnail is not None
+        assert np.array_equal(again.thumbnail, plain.thumbnail) and np.array_equal(again.pixels, plain.pixels)

@@ -257,6 +257,8 @@ class ScanAnalysis(Model):
     game: str | None
     # How far to trust the answer: `certain`, `likely` or `review` (a race, or no card).
     tier: Literal["certain", "likely", "review"]
+    # How the card was found: `quick` (the scanner's first look alone) or `full`; the same card either way.
+    path: Literal["quick", "full"] = "full"
 
 
 class Unidentified(Model):
