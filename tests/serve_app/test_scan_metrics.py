@@ -4,8 +4,10 @@ a race between reprints), a blank photo and junk.
 
 - `cardcat_scans_total{outcome}` moves by exactly the outcomes the responses show; errors by code.
 - `cardcat_scan_stage_seconds{stage}` (the timings the scanner sends back with each decision) counts one
-  observation per decision for decode, locate, fuse and total, one search per located card, and one read
-  per located card whose answer the print could change (not the unique artworks the picture answers).
+  observation per decision for decode, the first look (#47), fuse and total, one locate per answer the
+  full pipeline gave (`analysis.path` full, also `cardcat_scan_paths_total`), one search per located
+  card, and one read per located card whose answer the print could change (not the unique artworks the
+  picture answers).
 - The scanner's own `ray_cardcat_scanner_stage_seconds`, scraped from Ray's metrics export port
   (CARDCAT_SCAN_METRICS_PORT), reaches the same counts once Ray has reported them (every ~10 s). The
   uvicorn workers compose the scans themselves (serve_app.pipeline) and export it as Ray drivers; the
@@ -147,7 +149,8 @@ def test_scans_move_outcomes_and_stage_latencies(scanner: tuple[Service, int]):
     scrape = eventually(ray_scrape, timeout=60, interval=2)
     counts = {stage: scrape.sum(count, stage=stage) for stage in STAGES}
     print(f"outcomes {dict(tally)}; Ray stage counts {counts}")  # shown with -s: which outcomes occurred
-    assert counts["decode"] == counts["locate"] == counts["fuse"] == counts["total"] == decisions, counts
+    assert counts["decode"] == counts["look"] == counts["fuse"] == counts["total"] == decisions, counts
+    assert counts["locate"] == paths["full"], counts
     assert counts["search"] == observed("search") and counts["read"] == observed("read"), counts
     assert scrape.sum(count, deployment="ScanService") == 0, "a scan went through the ScanService hop"
 
@@ -163,7 +166,7 @@ def test_scan_metrics_are_outside_the_api(scanner: tuple[Service, int]):
 def test_batch_photos_enter_the_detector_behind_users_scans(scanner: tuple[Service, int]):
     """A batch's photos reach the Detector by its background door (`serve_app.priority`), users' scans
     by the interactive one: Ray's export of the Detector's calls counts each where it came in. This
-    module's only batch photos are these two."""
+    module's only batch photos are these two; a user's scan never counts as background."""
     service, ray_port = scanner
     calls = "ray_cardcat_scanner_detector_calls_total"
     with service.client() as client:
@@ -187,7 +190,9 @@ def test_batch_photos_enter_the_detector_behind_users_scans(scanner: tuple[Servi
 
     def ray_scrape() -> Scrape:
         scrape = Scrape.parse(httpx.get(f"http://127.0.0.1:{ray_port}/metrics", timeout=10).text)
-        assert scrape.sum(calls, priority="background") == 2, scrape.sum(calls, priority="background")
+        # Each batch photo comes in by the background door once, or twice where the cascade's first look
+        # found the card but was not certain (the reprint base1-4) and sent it back for the full pipeline.
+        assert 2 <= scrape.sum(calls, priority="background") <= 4, scrape.sum(calls, priority="background")
         assert scrape.sum(calls, priority="interactive") >= 1
         return scrape
 
