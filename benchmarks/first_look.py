@@ -23,7 +23,7 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +34,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` 
 
 from benchmarks import host
 from benchmarks.fusion_sweep import SEED_BASE, build_index
-from benchmarks.scan_accuracy import job_photo, jpeg, sample_cards
+from benchmarks.scan_accuracy import job_photo, jpeg, photo_jobs
 from cardcat.stack import REPO, SHARED_CATALOG
 from catalog_api.ingest.feed import feed_path, read_jsonl
-from serve_app.fusion import PrintTable, Read, better_turn, decide, footer_candidates, picture_answer
+from serve_app.fusion import (
+    Hits,
+    PrintTable,
+    Read,
+    better_turn,
+    decide,
+    first_look_answer,
+    footer_candidates,
+    picture_answer,
+)
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
+
+
+def _hits(models: dict[str, Any], face: Any) -> tuple[bool, Hits]:
+    """The face's index hits the better way up, and whether that is turned 180° (`ScanPipeline._search`)."""
+    from serve_app.stages import search_faces
+
+    upright, upside_down = search_faces(models["embedder"], models["index"], [face.thumbnail], 32)[0]
+    return better_turn(False, True, upright, upside_down)
 
 
 def decide_face(models: dict[str, Any], face: Any, table: PrintTable) -> tuple[list[str], str]:
     """A located face's matches and tier, by the steps `ScanPipeline.scan` takes."""
     from models.geometry import half_turn
-    from serve_app.stages import search_faces
 
-    upright, upside_down = search_faces(models["embedder"], models["index"], [face.thumbnail], 32)[0]
-    turned, hits = better_turn(False, True, upright, upside_down)
+    turned, hits = _hits(models, face)
     decision = picture_answer(dict(hits), table)
     if decision is None:
         footers = [footer_candidates(hits, table)]
@@ -58,14 +73,10 @@ def decide_face(models: dict[str, Any], face: Any, table: PrintTable) -> tuple[l
 
 
 def quick_answer(models: dict[str, Any], face: Any, table: PrintTable) -> tuple[list[str], str]:
-    """A first look's answer as `ScanPipeline.quick_answer` gives it: `picture_answer`'s, where that is
-    certain; else `review` (the scanner then runs the full pipeline)."""
-    from serve_app.stages import search_faces
-
-    upright, upside_down = search_faces(models["embedder"], models["index"], [face.thumbnail], 32)[0]
-    _, hits = better_turn(False, True, upright, upside_down)
-    decision = picture_answer(dict(hits), table)
-    if decision is None or decision.tier != "certain":
+    """A first look's answer as `ScanPipeline.quick_answer` gives it (`fusion.first_look_answer`); else
+    `review` (the scanner then runs the full pipeline)."""
+    decision = first_look_answer(dict(_hits(models, face)[1]), table)
+    if decision is None:
         return [], "review"
     return [card_id for card_id, _ in decision.matches], decision.tier
 
@@ -139,26 +150,8 @@ def main() -> int:
     cv2.setNumThreads(1)
     manifest = read_manifest(render_catalog(SHARED_CATALOG, DEFAULT_CACHE / "catalog", progress=False))
     card_ids = sorted(c["id"] for c in read_jsonl(feed_path(SHARED_CATALOG, "cards")) if c["id"] in manifest)
-    jobs: list[dict[str, Any]] = []
-    for kind, count, offset in (("standard", args.standard, 0), ("hard", args.hard, 1_000_000)):
-        for i, card_id in enumerate(sample_cards(card_ids, manifest, count, SEED_BASE + offset)):
-            face = str(DEFAULT_CACHE / "catalog" / card_id / "high.jpg")
-            jobs.append(
-                {
-                    "kind": kind,
-                    "bucket": kind,
-                    "card_id": card_id,
-                    "face": face,
-                    "seed": SEED_BASE + offset + i,
-                }
-            )
-    jobs += [
-        {"kind": "nocard", "bucket": "hard", "seed": SEED_BASE + 2_000_000 + i} for i in range(args.nocard)
-    ]
-    groups = Counter(manifest[c]["artwork_key"] for c in card_ids)
-    for job in jobs:
-        if "card_id" in job:
-            job["artwork"] = "shared" if groups[manifest[job["card_id"]]["artwork_key"]] > 1 else "unique"
+    counts = {"standard": args.standard, "hard": args.hard, "nocard": args.nocard}
+    jobs = photo_jobs("synth", "hard", counts, card_ids, manifest, base=SEED_BASE)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cardcat-look-") as tmp:
         root = args.index or Path(tmp)

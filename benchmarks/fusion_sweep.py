@@ -216,25 +216,12 @@ def main() -> int:
     parser.add_argument("--grid", choices=sorted(GRIDS), default="print")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
     args = parser.parse_args()
-    from benchmarks.scan_accuracy import sample_cards
+    from benchmarks.scan_accuracy import photo_jobs
 
     manifest = read_manifest(render_catalog(SHARED_CATALOG, DEFAULT_CACHE / "catalog", progress=False))
     card_ids = sorted(c["id"] for c in read_jsonl(feed_path(SHARED_CATALOG, "cards")) if c["id"] in manifest)
-    groups = Counter(manifest[c]["artwork_key"] for c in card_ids)
-    jobs: list[dict[str, Any]] = []
-    for kind, count, offset in (("standard", args.standard, 0), ("hard", args.hard, 1_000_000)):
-        for i, card_id in enumerate(sample_cards(card_ids, manifest, count, SEED_BASE + offset)):
-            artwork = "shared" if groups[manifest[card_id]["artwork_key"]] > 1 else "unique"
-            face = str(DEFAULT_CACHE / "catalog" / card_id / "high.jpg")
-            bucket = args.hard_bucket if kind == "hard" else kind
-            jobs.append(
-                {"kind": kind, "bucket": bucket, "card_id": card_id, "artwork": artwork, "face": face}
-            )
-            jobs[-1]["seed"] = SEED_BASE + offset + i
-    jobs += [
-        {"kind": "nocard", "bucket": args.hard_bucket, "seed": SEED_BASE + 2_000_000 + i}
-        for i in range(args.nocard)
-    ]
+    counts = {"standard": args.standard, "hard": args.hard, "nocard": args.nocard}
+    jobs = photo_jobs("synth", args.hard_bucket, counts, card_ids, manifest, base=SEED_BASE)
     started = time.perf_counter()
     if args.observed and args.observed.exists():
         table_records, jobs = json.loads(args.observed.read_text())

@@ -140,12 +140,15 @@ def photo_jobs(
     counts: dict[str, int],
     card_ids: list[str],
     manifest: dict[str, dict[str, Any]],
+    base: int | None = None,
 ) -> list[dict[str, Any]]:
     """The benchmark's photos as jobs (`job_photo` draws each): `counts` standard, hard and no-card photos
     of `maker` at its seeds, the cards half from shared artworks, each job tagged with its artwork kind.
-    `benchmarks/detector_makers.py` judges the detector alone on the same photos."""
+    `benchmarks/detector_makers.py` judges the detector alone on the same photos; `base` moves the seeds
+    (and the cards drawn) elsewhere: the validation split's (`benchmarks/fusion_sweep.py`)."""
     jobs: list[dict[str, Any]] = []
-    base = HELDOUT_SEED_BASE if maker == "heldout" else SEED_BASE
+    if base is None:
+        base = HELDOUT_SEED_BASE if maker == "heldout" else SEED_BASE
     for kind, offset in (("standard", 0), ("hard", 1_000_000)):
         for i, card_id in enumerate(sample_cards(card_ids, manifest, counts[kind], base + offset)):
             jobs.append(

@@ -182,9 +182,8 @@ class Detector:
         found = await asyncio.to_thread(self.locate_photos, photos, timings, sizes, looks, coarse)
         located = []
         for item, spent in zip(found, timings, strict=True):
-            if (
-                isinstance(item, Face) and item.first_look
-            ):  # answered from its thumbnail or sent back: never read
+            if isinstance(item, Face) and item.first_look:
+                # Answered from its thumbnail, or sent back for the full pipeline: never read, never put.
                 located.append(
                     Located(None, item.thumbnail, timings=spent, first_look=True, candidates=item.candidates)
                 )

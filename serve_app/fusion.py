@@ -443,6 +443,19 @@ def picture_answer(
     return with_tier(picture, t)
 
 
+def first_look_answer(
+    similar: Mapping[str, float], table: PrintTable, t: Thresholds | None = None
+) -> Decision | None:
+    """What the scan cascade's first look may answer (#47): `picture_answer`'s decision where it is
+    `certain` (one unique artwork the picture is sure of, so no read could change it), else None and the
+    photo goes through the full pipeline. A reprint is never answered here: its answer rests on reading
+    its print, and a print read off the first look's rougher corners once named the wrong reprint surely
+    (a 0.5 MP photo of smp-SM198 read as det1-1:
+    benchmarks/results/scan_load_cascade_read_not_shipped.json)."""
+    answer = picture_answer(similar, table, t)
+    return answer if answer is not None and answer.tier == "certain" else None
+
+
 def _unread_answer(
     artwork: str,
     best_sim: float,

@@ -32,6 +32,7 @@ from serve_app.fusion import (
     Thresholds,
     better_turn,
     decide,
+    first_look_answer,
     footer_candidates,
     picture_answer,
 )
@@ -183,18 +184,14 @@ class ScanPipeline:
         return turned, hits, table
 
     async def quick_answer(self, located: Located, timings: dict[str, float]) -> Decision | None:
-        """A first look's answer (#47), or None for the full pipeline: only a `certain` answer that no
-        read could change (`picture_answer`: one unique artwork the picture is sure of). A reprint's
-        answer rests on reading its print, and a print read off a first look's rougher corners once named
-        the wrong reprint surely (a 0.5 MP photo of smp-SM198 read as det1-1,
-        benchmarks/results/scan_load_cascade_read_not_shipped.json), so reprints are never answered
-        here; nor is the face read."""
+        """A first look's answer (#47, `fusion.first_look_answer`: a unique artwork the picture is certain
+        of), or None for the full pipeline. The face is never read."""
         assert located.thumbnail is not None
         _, hits, table = await self._search(located.thumbnail, timings)
         started = time.perf_counter()
-        answer = picture_answer(dict(hits), table, self.thresholds)
+        answer = first_look_answer(dict(hits), table, self.thresholds)
         timings["fuse"] = time.perf_counter() - started
-        return answer if answer is not None and answer.tier == "certain" else None
+        return answer
 
     async def scan(self, located: Located, timings: dict[str, float] | None = None) -> Decision:
         """The decision for a located photo; `timings` receives the `search`, `read` and `fuse` seconds.
