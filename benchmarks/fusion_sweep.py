@@ -8,7 +8,8 @@ every threshold setting on a grid, and each setting's top-1, top-5, single-match
 rates are printed and written to JSON.
 
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
-        [--hard-bucket hard|hard-v1]   # training.synth's hard bucket (#13's, or the one before it)
+        [--hard-bucket hard|hard-v1|harsh]   # training.synth's hard bucket (#13's, the one before, #43's)
+        [--empty 300]   # no-card photos of card backs and empty holders (training.synth.make_empty_photo)
         [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
         [--grid print|close|footer|tiers]   # which thresholds to sweep (GRIDS)
 
@@ -133,6 +134,8 @@ def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[
     out["confident_wrong"] = rates(cards)["confident_wrong"]
     nocard = [j for j in jobs if j["kind"] == "nocard"]
     out["nocard_false"] = sum(1 for j in nocard if j["matches"]) / max(1, len(nocard))
+    if empty := [j for j in nocard if j["bucket"] == "empty"]:
+        out["empty_false"] = sum(1 for j in empty if j["matches"]) / len(empty)
     return out
 
 
@@ -211,7 +214,10 @@ def main() -> int:
     parser.add_argument("--standard", type=int, default=300)
     parser.add_argument("--hard", type=int, default=200)
     parser.add_argument("--nocard", type=int, default=100)
-    parser.add_argument("--hard-bucket", choices=["hard", "hard-v1"], default="hard")
+    parser.add_argument("--hard-bucket", choices=["hard", "hard-v1", "harsh"], default="hard")
+    parser.add_argument(
+        "--empty", type=int, default=0, help="no-card photos of card backs and empty holders, with --nocard's"
+    )
     parser.add_argument("--observed", type=Path, help="JSON of the models' outputs: written, or replayed")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="print")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
@@ -222,6 +228,12 @@ def main() -> int:
     card_ids = sorted(c["id"] for c in read_jsonl(feed_path(SHARED_CATALOG, "cards")) if c["id"] in manifest)
     counts = {"standard": args.standard, "hard": args.hard, "nocard": args.nocard}
     jobs = photo_jobs("synth", args.hard_bucket, counts, card_ids, manifest, base=SEED_BASE)
+    # Scenes in which the detector may find a card-shaped thing with no face (#43): what bounds how faint
+    # a picture may still "look close" when the no-card photos above never reach the embedder.
+    jobs += [
+        {"kind": "nocard", "maker": "synth", "bucket": "empty", "seed": SEED_BASE + 3_000_000 + i}
+        for i in range(args.empty)
+    ]
     started = time.perf_counter()
     if args.observed and args.observed.exists():
         table_records, jobs = json.loads(args.observed.read_text())
@@ -250,6 +262,7 @@ def main() -> int:
     report["command"] = " ".join(["benchmarks/fusion_sweep.py", *sys.argv[1:]])
     report["photos"] = dict(Counter(f"{j['kind']}.{j.get('artwork', '-')}" for j in jobs))
     report["nocard_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["kind"] == "nocard"])
+    report["empty_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["bucket"] == "empty"])
     report["card_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["kind"] != "nocard"])
     if args.grid == "close":
         report["chosen"] = choose_close(rows)

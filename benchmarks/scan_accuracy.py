@@ -187,8 +187,10 @@ def job_photo(job: dict[str, Any]) -> Any:
             return make_heldout_nocard_photo(job["seed"], job["bucket"])
         face = np.asarray(Image.open(job["face"]).convert("RGB"))
         return make_heldout_photo(face, job["seed"], job["bucket"], job.get("card_id"))
-    from training.synth import make_nocard_photo, make_photo
+    from training.synth import make_empty_photo, make_nocard_photo, make_photo
 
+    if job["kind"] == "nocard" and job["bucket"] == "empty":  # card backs and empty holders (#43)
+        return make_empty_photo(job["seed"])
     if job["kind"] == "nocard":
         return make_nocard_photo(job["seed"], hard_bucket=job["bucket"])
     face = np.asarray(Image.open(job["face"]).convert("RGB"))

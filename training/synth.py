@@ -47,7 +47,7 @@ PHOTO_SIZE_P = (0.4, 0.4, 0.1, 0.1)
 # Face rows (in the 838-px face) of the name line and the bottom-left number line, where hard glare goes.
 NAME_BOX = (30, 30, 420, 85)
 NUMBER_BOX = (30, 770, 260, 800)
-_SALT = {"standard": 11, "hard-v1": 23, "nocard": 37, "hard": 53, "harsh": 71}
+_SALT = {"standard": 11, "hard-v1": 23, "nocard": 37, "hard": 53, "harsh": 71, "empty": 89}
 
 
 @dataclass
@@ -881,16 +881,18 @@ def _bare_card(rng: np.random.Generator, face: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _sleeve(
-    rng: np.random.Generator, face: np.ndarray, tint: tuple[float, float, float]
+    rng: np.random.Generator, face: np.ndarray, tint: tuple[float, float, float], empty: bool = False
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """The card in a tinted plastic sleeve: a coloured film over the face (sleeves shift every colour the
-    embedder sees), a rim around it and bright reflection streaks that wash out whatever they cross."""
+    embedder sees), a rim around it and bright reflection streaks that wash out whatever they cross.
+    `empty`: the sleeve alone, as a collector leaves one on the table (`face` gives only its size)."""
     fh, fw = face.shape[:2]
     m = round(rng.uniform(0.02, 0.05) * fw)
     rgb = np.zeros((fh + 2 * m, fw + 2 * m, 3), np.float32)
     card = np.zeros(rgb.shape[:2], np.float32)
-    rgb[m : m + fh, m : m + fw] = face
-    card[m : m + fh, m : m + fw] = 1.0
+    if not empty:
+        rgb[m : m + fh, m : m + fw] = face
+        card[m : m + fh, m : m + fw] = 1.0
     _round_corners(card, m, m, fw, fh, rng.uniform(0.025, 0.05) * fw)
     h, w = card.shape
     film = np.ones((h, w), np.float32)
@@ -907,6 +909,12 @@ def _sleeve(
     )
     alpha = np.maximum(card, over * film)
     rgb /= np.maximum(alpha, 1e-3)[..., None]
+    _streaks(rng, rgb, alpha)
+    return rgb, alpha, float(m)
+
+
+def _streaks(rng: np.random.Generator, rgb: np.ndarray, alpha: np.ndarray) -> None:
+    """Bright streaks where plastic mirrors a lamp, over whatever the object covers; in place."""
     h, w = alpha.shape
     yy, xx = np.mgrid[0:h:4, 0:w:4].astype(np.float32)
     for _ in range(int(rng.integers(HARD_SLEEVE_REFLECTIONS[0], HARD_SLEEVE_REFLECTIONS[1] + 1))):
@@ -918,7 +926,6 @@ def _sleeve(
         )
         band = cv2.resize(band, (w, h), interpolation=cv2.INTER_LINEAR)
         rgb += (255 - rgb) * (band * (alpha > 0))[..., None]
-    return rgb, alpha, float(m)
 
 
 def _glare_bands(rng: np.random.Generator, rgb: np.ndarray, off: float, face_h: int, where: str) -> None:
@@ -1168,6 +1175,168 @@ def _hard_nocard(seed: int, scale: float) -> Photo:
     return Photo(image=image, corners=None, card_id=None, jpeg=data)
 
 
+# ----------------------------------------------------------------------- harsh: no card face (#43)
+# What a collector's table holds besides cards, under the harsh bucket's lamp: a detector that learnt the
+# glare on harsh photos (v10) also took these for cards (docs/hard-photos.md), and the embedder then found
+# a catalog face close to a card back or an empty sleeve. None of them has a face to name, so a photo of
+# them is a no-card photo; #48's pages will name backs and empty pockets on their own.
+EMPTY_OBJECTS = ("back", "sleeve", "toploader", "binder")
+EMPTY_OBJECT_P = (0.35, 0.25, 0.2, 0.2)
+EMPTY_BINDER_GRIDS = ((2, 2), (3, 3), (3, 4))  # rows, columns of pockets
+EMPTY_BINDER_BACK_P = 0.3  # a pocket holding a card seen from the back
+EMPTY_BINDER_AREA = (0.35, 0.8)  # the page's share of the photo
+
+
+def _card_back(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A card seen from the back, as RGB + alpha: a wide border, a swirled field, a round emblem and maybe a
+    word. Backs differ between games, so each part is drawn from a range rather than one design."""
+    w, h = FACE_W // 2, round(FACE_W // 2 * CARD_ASPECT)
+    border = [(30, 50, 140), (20, 20, 25), (110, 30, 35), (30, 90, 50), (200, 170, 60)][
+        int(rng.integers(0, 5))
+    ]
+    rgb = np.zeros((h, w, 3), np.float32) + np.asarray(border, np.float32) * rng.uniform(0.8, 1.2)
+    b = int(rng.uniform(0.04, 0.09) * w)
+    yy, xx = np.mgrid[0 : h - 2 * b, 0 : w - 2 * b].astype(np.float32)
+    cx, cy = (w - 2 * b) / 2, (h - 2 * b) / 2
+    r = np.hypot(xx - cx, yy - cy) / max(cx, cy)
+    swirl = np.arctan2(yy - cy, xx - cx) + rng.uniform(1, 6) * r
+    t = 0.5 + 0.5 * np.sin(rng.integers(2, 9) * swirl) * np.exp(-r * rng.uniform(0.3, 1.5))
+    c1, c2 = _colour(rng, 20, 140), _colour(rng, 60, 220)
+    field = _ramp(t, c1, c2)
+    if rng.random() < 0.4:  # a printed pattern instead of a swirl
+        field = _ramp(_fractal(rng, w - 2 * b, h - 2 * b, 3), c1, c2)
+    rgb[b : h - b, b : w - b] = field
+    if rng.random() < 0.8:  # a round emblem in the middle: two halves and a band
+        cc, rad = (w // 2, h // 2), int(rng.uniform(0.15, 0.3) * w)
+        cv2.circle(rgb, cc, rad, tuple(float(c) for c in _colour(rng)), -1, cv2.LINE_AA)
+        cv2.ellipse(rgb, cc, (rad, rad), 0, 0, 180, (240.0, 240.0, 240.0), -1, cv2.LINE_AA)
+        band = max(2, rad // 6)
+        cv2.rectangle(
+            rgb, (cc[0] - rad, cc[1] - band // 2), (cc[0] + rad, cc[1] + band // 2), (20.0,) * 3, -1
+        )
+        cv2.circle(rgb, cc, max(3, rad // 3), (20.0,) * 3, -1, cv2.LINE_AA)
+        cv2.circle(rgb, cc, max(2, rad // 4), (240.0,) * 3, -1, cv2.LINE_AA)
+    if rng.random() < 0.6:
+        word = _words(rng, 1)
+        _text(rgb, word, (2 * b, int(h * rng.uniform(0.15, 0.3))), cv2.FONT_HERSHEY_TRIPLEX, 1.0,
+              tuple(float(c) for c in _colour(rng, 150, 255)), 2)  # fmt: skip
+    alpha = np.ones((h, w), np.float32)
+    _round_corners(alpha, 0, 0, w, h, rng.uniform(0.025, 0.05) * w)
+    return rgb, alpha
+
+
+def _toploader(rng: np.random.Generator, fw: int, fh: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """An empty toploader: a rigid clear case a little larger than a card, faintly tinted, with thick bright
+    edges, the thumb notch at its open end and the streaks a lamp leaves on it."""
+    m = round(rng.uniform(0.04, 0.08) * fw)
+    h, w = fh + 2 * m, fw + 2 * m
+    tint = np.asarray(HARD_SLEEVE_TINTS["clear"], np.float32) * rng.uniform(0.85, 1.0)
+    rgb = np.zeros((h, w, 3), np.float32) + tint
+    alpha = np.full((h, w), rng.uniform(0.06, 0.2), np.float32)
+    edge = max(3, round(rng.uniform(0.012, 0.03) * fw))
+    cv2.rectangle(alpha, (0, 0), (w - 1, h - 1), float(rng.uniform(0.4, 0.8)), edge)
+    inner = max(1, edge // 3)  # the inner wall of the case throws a thin dark line
+    cv2.rectangle(rgb, (edge, edge), (w - 1 - edge, h - 1 - edge), (60.0, 60.0, 65.0), inner)
+    cv2.rectangle(alpha, (edge, edge), (w - 1 - edge, h - 1 - edge), float(rng.uniform(0.2, 0.5)), inner)
+    notch = round(rng.uniform(0.08, 0.14) * fw)
+    cv2.ellipse(
+        alpha, (w // 2, 0), (notch, notch // 2), 0, 0, 180, float(rng.uniform(0.3, 0.6)), edge // 2 + 1
+    )
+    _round_corners(alpha, 0, 0, w, h, rng.uniform(2, 8))
+    _streaks(rng, rgb, alpha)
+    return rgb, alpha, float(m)
+
+
+def _binder_page(rng: np.random.Generator, fw: int, fh: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """A binder page of empty pockets (some holding a card back): a hazy film over the table, welded seams
+    between the pockets, punched holes down one side, and streaks of reflected light."""
+    rows, cols = EMPTY_BINDER_GRIDS[int(rng.integers(0, len(EMPTY_BINDER_GRIDS)))]
+    scale = 0.5  # pockets at half the face's size: the page is large and lies far from the lens
+    pw, ph = round(fw * scale * 1.06), round(fh * scale * 1.04)
+    seam = max(3, round(rng.uniform(0.03, 0.06) * pw))
+    side = round(rng.uniform(0.12, 0.2) * pw)  # the holed strip
+    w, h = side + cols * pw + (cols + 1) * seam, rows * ph + (rows + 1) * seam
+    tint = np.asarray(HARD_SLEEVE_TINTS["clear"], np.float32) * rng.uniform(0.85, 1.0)
+    rgb = np.zeros((h, w, 3), np.float32) + tint
+    alpha = np.full((h, w), rng.uniform(0.08, 0.3), np.float32)
+    seam_alpha, seam_colour = float(rng.uniform(0.4, 0.8)), tint * rng.uniform(0.75, 1.0)
+    for r in range(rows + 1):
+        y = r * (ph + seam)
+        alpha[y : y + seam] = seam_alpha
+        rgb[y : y + seam] = seam_colour
+    for c in range(cols + 1):
+        x = side + c * (pw + seam)
+        alpha[:, x : x + seam] = seam_alpha
+        rgb[:, x : x + seam] = seam_colour
+    alpha[:, :side] = seam_alpha
+    for k in range(3):
+        cv2.circle(alpha, (side // 2, round(h * (k + 1) / 4)), max(3, side // 4), 0.0, -1, cv2.LINE_AA)
+    for r in range(rows):
+        for c in range(cols):
+            if rng.random() >= EMPTY_BINDER_BACK_P:
+                continue
+            back, back_alpha = _card_back(rng)
+            bw, bh = pw - 2, ph - 2
+            x0, y0 = side + seam + c * (pw + seam) + 1, seam + r * (ph + seam) + 1
+            back = cv2.resize(back, (bw, bh), interpolation=cv2.INTER_AREA)
+            a = cv2.resize(back_alpha, (bw, bh), interpolation=cv2.INTER_AREA)[..., None]
+            film = alpha[y0 : y0 + bh, x0 : x0 + bw, None]
+            # The film over the back: the back shows through, tinted as much as the film is opaque.
+            rgb[y0 : y0 + bh, x0 : x0 + bw] = (
+                back * a * (1 - film) + rgb[y0 : y0 + bh, x0 : x0 + bw] * film
+            ) / np.maximum(a * (1 - film) + film, 1e-3)
+            alpha[y0 : y0 + bh, x0 : x0 + bw] = np.maximum(film[..., 0], a[..., 0])
+    _streaks(rng, rgb, alpha)
+    return rgb, alpha, 0.0
+
+
+def empty_object(seed: int) -> str:
+    """Which object `make_empty_photo(seed)` draws: one of EMPTY_OBJECTS."""
+    rng = np.random.default_rng([seed, _SALT["empty"]])
+    return str(rng.choice(EMPTY_OBJECTS, p=EMPTY_OBJECT_P))
+
+
+def make_empty_photo(seed: int, scale: float = 1.0, kind: str | None = None) -> Photo:
+    """A harsh photo with no card face: a card back, an empty sleeve, an empty toploader or a binder page of
+    empty pockets and backs, under the harsh bucket's lamp, light, blur and JPEG, with look-alikes around.
+    `kind` forces the object (default: `empty_object(seed)`); the rest of the photo stays as drawn."""
+    look = harsh_look(seed)
+    rng = _streams(seed, _SALT["empty"])
+    kind = empty_object(seed) if kind is None else kind
+    img, (W, H) = _scene(rng["scene"], True, int(rng["scene"].choice([0, 1, 2], p=[0.4, 0.4, 0.2])), scale)
+    fw, fh = FACE_W, FACE_H
+    if kind == "back":
+        rgb, alpha = _card_back(rng["card"])
+        rgb = cv2.resize(rgb, (fw + 4, fh + 4), interpolation=cv2.INTER_LINEAR)
+        alpha = cv2.resize(alpha, (fw + 4, fh + 4), interpolation=cv2.INTER_LINEAR)
+        off = 2.0
+    elif kind == "sleeve":
+        tint = HARD_SLEEVE_TINTS[str(rng["card"].choice(list(HARD_SLEEVE_TINTS)))]
+        rgb, alpha, off = _sleeve(rng["card"], np.zeros((fh, fw, 3), np.float32), tint, empty=True)
+    elif kind == "toploader":
+        rgb, alpha, off = _toploader(rng["card"], fw, fh)
+    else:
+        rgb, alpha, off = _binder_page(rng["card"], fw, fh)
+        fh, fw = alpha.shape
+        look = replace(
+            look, area=float(rng["pose"].uniform(*EMPTY_BINDER_AREA)), tilt_deg=look.tilt_deg * 0.6
+        )
+    inner = np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32) + off - 0.5
+    hom = _pose(rng["pose"], rgb.shape[1], rgb.shape[0], inner, (W, H), look)
+    corners = cv2.perspectiveTransform(inner.reshape(-1, 1, 2), hom).reshape(4, 2).astype(np.float32)
+    if look.lookalikes and kind != "binder":
+        _lookalikes(rng["lookalikes"], img, corners, look.lookalikes)
+    _paste(img, rgb, alpha, hom, shadow=rng["pose"].uniform(0.0, 0.4) * float(alpha.mean()))
+    if look.finger is not None and kind != "binder":
+        _finger(rng["finger"], img, hom, off, (fw, fh), look.finger, scale)
+    lamp = None
+    if look.lamp > 0 and look.lamp_spot is not None:
+        gloss = (alpha > 0.01).astype(np.float32)  # clear plastic mirrors a lamp as a card's gloss does
+        lamp = _lamp_reflection(rng["lamp"], gloss, hom, off, (fw, fh), corners, (W, H), look)
+    image, data = _phone_camera(rng, img, look, scale, lamp)
+    return Photo(image=image, corners=None, card_id=None, jpeg=data)
+
+
 # ------------------------------------------------------------------------------------------ preview
 def draw_corners(
     image: np.ndarray, corners: np.ndarray | None, colour: tuple[int, int, int] = (0, 255, 0)
@@ -1193,6 +1362,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="also write this many no-card photos (hard ones as --difficulty)",
     )
+    parser.add_argument(
+        "--empty",
+        type=int,
+        default=0,
+        help="also write this many harsh photos of card backs and empty holders",
+    )
     parser.add_argument("--seed-base", type=int, default=0)
     args = parser.parse_args(argv)
     faces = sorted(args.faces.glob("*/high.jpg"))
@@ -1210,7 +1385,10 @@ def main(argv: list[str] | None = None) -> int:
             args.seed_base + i, hard_bucket="hard" if args.difficulty == "hard" else "hard-v1"
         )
         cv2.imwrite(str(args.out / f"nocard-{args.seed_base + i}.jpg"), photo.image[..., ::-1])
-    print(f"wrote {args.count + args.nocard} photos to {args.out}")
+    for i in range(args.empty):
+        photo = make_empty_photo(args.seed_base + i)
+        cv2.imwrite(str(args.out / f"empty-{args.seed_base + i}.jpg"), photo.image[..., ::-1])
+    print(f"wrote {args.count + args.nocard + args.empty} photos to {args.out}")
     return 0
 
 

@@ -167,17 +167,24 @@ def test_interrupted_build_resumes(
     assert rebuilt.search(queries, k=3) == index.search(queries, k=3)
 
 
-def test_training_pairs_draw_hard_v1_only_when_asked(faces: list[tuple[str, Path, str]]) -> None:
-    """`PhotoMix.hard_v1_p` turns that share of the hard photo pairs into hard-v1 ones; at 0 (every run
-    before training/embedder/cpu-hard.yaml) each pair's photo is #13's hard view of the same seed."""
+def test_training_pairs_draw_hard_v1_and_harsh_only_when_asked(faces: list[tuple[str, Path, str]]) -> None:
+    """`PhotoMix.hard_v1_p` and `harsh_p` turn that share of the hard photo pairs into hard-v1 or harsh
+    (#43) ones; at 0 (every run before training/embedder/cpu-hard.yaml) each pair's photo is #13's hard
+    view of the same seed."""
     cards = [Card(cid, key, path, path) for cid, path, key in faces[:3]]
     items = [(i, 4_000 + i) for i in range(len(cards))]
     photos = {}
-    cases: tuple[tuple[float, Difficulty], ...] = ((0.0, "hard"), (1.0, "hard-v1"))
-    for hard_v1_p, bucket in cases:
-        dataset = PairDataset(cards, mix=PhotoMix(photo_p=1.0, hard_p=1.0, hard_v1_p=hard_v1_p))
+    cases: tuple[tuple[float, float, Difficulty], ...] = (
+        (0.0, 0.0, "hard"),
+        (1.0, 0.0, "hard-v1"),
+        (0.0, 1.0, "harsh"),
+    )
+    for hard_v1_p, harsh_p, bucket in cases:
+        mix = PhotoMix(photo_p=1.0, hard_p=1.0, hard_v1_p=hard_v1_p, harsh_p=harsh_p)
+        dataset = PairDataset(cards, mix=mix)
         photos[bucket] = [dataset[item][1] for item in items]
         for (i, seed), photo in zip(items, photos[bucket], strict=True):
             view = photo_view(read_face(cards[i].high), 2 * seed, bucket, 0.5, 0.02)
             np.testing.assert_array_equal(photo, prepare(view, dataset.size))
-    assert not any(np.array_equal(a, b) for a, b in zip(photos["hard"], photos["hard-v1"], strict=True))
+    for a, b in (("hard", "hard-v1"), ("hard", "harsh"), ("hard-v1", "harsh")):
+        assert not any(np.array_equal(x, y) for x, y in zip(photos[a], photos[b], strict=True)), (a, b)

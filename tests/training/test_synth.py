@@ -1,6 +1,7 @@
 """The synthetic photo buckets (`training.synth`): #13's hard effects each visible in a photo, the ground
 truth corners on the pasted card, determinism, `hard-v1` still today's photos pixel for pixel, and #43's
-`harsh` bucket (a lamp's reflection anywhere, smaller and darker) without moving a `hard` photo.
+`harsh` bucket (a lamp's reflection anywhere, smaller and darker) without moving a `hard` photo, and its
+no-card scenes of card backs and empty holders.
 
 Fast and self-contained: the face is drawn here, so no ../shared is needed. Most checks compare a photo
 with one effect switched on against the same seed with it off (each effect draws from its own random
@@ -20,6 +21,8 @@ from models.geometry import half_turn, rectify
 from training.synth import (
     BENCH_SEED_BASE,
     CARD_ASPECT,
+    EMPTY_OBJECT_P,
+    EMPTY_OBJECTS,
     FACE_H,
     FACE_W,
     FOOTER_ROW,
@@ -28,8 +31,12 @@ from training.synth import (
     NAME_ROW,
     HardLook,
     Photo,
+    _card_back,
+    _sleeve,
+    empty_object,
     hard_look,
     harsh_look,
+    make_empty_photo,
     make_nocard_photo,
     make_photo,
 )
@@ -383,3 +390,28 @@ def test_harsh_lamp_clips_what_it_covers_on_the_card_or_beside_it() -> None:
     cv2.fillConvexPoly(table, np.round(plain.corners).astype(np.int32), 0)
     lift = beside.image.astype(np.float32).mean(axis=-1) - plain.image.astype(np.float32).mean(axis=-1)
     assert lift[table == 1].max() > 100  # the table throws the lamp back too
+
+
+# ------------------------------------------------------------ card backs and empty holders (#43)
+def test_empty_photos_draw_every_object_and_no_card() -> None:
+    kinds = [empty_object(seed) for seed in range(SEED, SEED + 400)]
+    for kind, share in zip(EMPTY_OBJECTS, EMPTY_OBJECT_P, strict=True):
+        assert abs(kinds.count(kind) / len(kinds) - share) < 0.08, kind
+    a, b = make_empty_photo(SEED, scale=0.5), make_empty_photo(SEED, scale=0.5)
+    assert a.corners is None and a.card_id is None and a.jpeg is not None
+    assert np.array_equal(a.image, b.image) and a.jpeg == b.jpeg
+    others = {kind: make_empty_photo(SEED, scale=0.5, kind=kind).image for kind in EMPTY_OBJECTS}
+    for kind, image in others.items():  # the object is what changes, not the scene around it
+        assert not np.array_equal(image, others["back" if kind != "back" else "sleeve"]), kind
+
+
+def test_a_card_back_is_card_shaped_and_an_empty_sleeve_shows_the_table() -> None:
+    _, alpha = _card_back(np.random.default_rng(SEED))
+    assert abs(alpha.shape[0] / alpha.shape[1] - CARD_ASPECT) < 0.01
+    assert alpha[alpha.shape[0] // 2].min() == 1.0 and alpha[0, 0] < 0.5  # opaque, rounded corners
+    red = np.full((FACE_H, FACE_W, 3), (220.0, 20.0, 20.0), np.float32)
+    full = _sleeve(np.random.default_rng(SEED), red, (238.0, 242.0, 246.0))
+    empty = _sleeve(np.random.default_rng(SEED), red, (238.0, 242.0, 246.0), empty=True)
+    h, w = full[1].shape
+    assert full[1][h // 2, w // 2] == 1.0 and empty[1][h // 2, w // 2] < 0.4  # only a faint film
+    assert empty[0][h // 2, w // 2, 0] - empty[0][h // 2, w // 2, 1] < 50  # none of the face's red

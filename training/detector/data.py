@@ -21,7 +21,7 @@ from torch.utils.data import IterableDataset
 from models.geometry import read_face
 from models.quads import BAND_DEPTH, letterbox, zoom_view
 from training.renders import read_manifest
-from training.synth import TRAIN_SEED_LIMIT, Difficulty, make_nocard_photo, make_photo
+from training.synth import TRAIN_SEED_LIMIT, Difficulty, make_empty_photo, make_nocard_photo, make_photo
 
 SUPERSAMPLE = 4
 
@@ -130,7 +130,11 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
     lo, hi = cfg.get("photo_scale", (1.0, 1.0))
     scale = float(rng.uniform(lo, hi)) if hi < 1 or lo < 1 else 1.0
     if rng.random() < cfg["p_nocard"]:
-        photo = make_nocard_photo(seed, scale=scale, hard_bucket="hard")  # #13's hard scenes
+        # #43: a share of them card backs and empty holders under the harsh lamp, drawn only when asked for
+        if cfg.get("p_empty", 0.0) > 0 and rng.random() < cfg["p_empty"]:
+            photo = make_empty_photo(seed, scale=scale)
+        else:
+            photo = make_nocard_photo(seed, scale=scale, hard_bucket="hard")  # #13's hard scenes
     else:
         path = faces[int(rng.integers(len(faces)))]
         difficulty: Difficulty = "hard" if rng.random() < cfg["p_hard"] else "standard"

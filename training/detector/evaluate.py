@@ -24,7 +24,14 @@ import yaml
 
 from models.detector import CardDetector, Pixels
 from models.geometry import read_face
-from training.synth import BENCH_SEED_BASE, VAL_SEED_BASE, Photo, make_nocard_photo, make_photo
+from training.synth import (
+    BENCH_SEED_BASE,
+    VAL_SEED_BASE,
+    Photo,
+    make_empty_photo,
+    make_nocard_photo,
+    make_photo,
+)
 
 DEFAULT_MANIFEST = Path("~/.cache/cardcat/renders/catalog/manifest.jsonl")
 GOOD_PCT = 5.0
@@ -39,7 +46,7 @@ def corner_error_pct(pred: np.ndarray, truth: np.ndarray) -> float:
 
 # Each kind's seeds start this many millions above --seed-base. hard-v1 takes the seeds `hard` had before
 # #13 made a harder bucket of that name: the same photos, so its figures compare with every earlier report.
-KIND_OFFSETS = {"standard": 0, "hard": 1, "hard-v1": 1, "nocard": 2, "nocard-hard": 3, "harsh": 4}
+KIND_OFFSETS = {"standard": 0, "hard": 1, "hard-v1": 1, "nocard": 2, "nocard-hard": 3, "harsh": 4, "empty": 5}
 
 
 def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> list[Photo]:
@@ -48,6 +55,8 @@ def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> lis
         return [make_nocard_photo(seed) for seed in range(seed_base, seed_base + count)]
     if kind == "nocard-hard":  # #13's no-card photos: 40% of them hard scenes with look-alike cards
         return [make_nocard_photo(seed, hard_bucket="hard") for seed in range(seed_base, seed_base + count)]
+    if kind == "empty":  # #43: card backs, empty sleeves, toploaders and binder pages under the harsh lamp
+        return [make_empty_photo(seed) for seed in range(seed_base, seed_base + count)]
     out = []
     for seed in range(seed_base, seed_base + count):
         path = faces[seed % len(faces)]

@@ -139,6 +139,7 @@ CURVES = (
         (
             *(Series(f"{k}_found", f"{k} found", "o-") for k in SCORED_KINDS),
             Series("nocard_false", "no-card false detections", "o-"),
+            Series("empty_false", "card backs / empty holders: false detections", "o-"),
         ),
     ),
 )
@@ -163,6 +164,8 @@ def validate(
         res = score(detector, photos[kind])
         out[f"{kind}_found"], out[f"{kind}_err_pct"] = res["found"], res["corner_err_pct_mean"]
     out["nocard_false"] = score(detector, photos["nocard"])["false_detections"]
+    if "empty" in photos:
+        out["empty_false"] = score(detector, photos["empty"])["false_detections"]
     net.train()
     return out
 
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     n_val = tc["val_photos"]
     val_photos = {
         kind: make_photos(held, kind, n_val, VAL_SEED_BASE + 1000 * (i + 1))
-        for i, kind in enumerate(("standard", "hard", "nocard", "harsh"))
+        for i, kind in enumerate(("standard", "hard", "nocard", "harsh", "empty"))
     }
     workers = int(cfg["data"]["workers"])
     loader = DataLoader(

@@ -233,6 +233,9 @@ class PhotoMix:
     # Share of the hard photos drawn from hard-v1, the bucket before #13's: trained on #13's alone, the
     # detector forgot some of hard-v1's photos (docs/hard-photos.md). 0 keeps older runs' pairs.
     hard_v1_p: float = 0.0
+    # Share of the hard photos drawn from #43's harsh bucket (a lamp's reflection washing out art, text or
+    # edges, smaller and darker). 0 keeps older runs' pairs.
+    harsh_p: float = 0.0
 
 
 class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
@@ -263,11 +266,14 @@ class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
         card = self.cards[idx]
         face = read_face(card.low)
         # Photo seeds are even, anchor seeds odd: both stay below TRAIN_SEED_LIMIT and never coincide.
-        draw = np.random.default_rng([seed, 1]).random(4)  # the first three as drawn before hard_v1_p
+        # The first three as drawn before hard_v1_p, the fourth before harsh_p (a longer draw keeps them).
+        draw = np.random.default_rng([seed, 1]).random(5)
         anchor = degrade(face, 2 * seed + 1, 0.5) if draw[0] < self.both_p else face
         if draw[1] < self.mix.photo_p:
             hard = bool(draw[2] < self.mix.hard_p)
             bucket: Difficulty = "hard-v1" if draw[3] < self.mix.hard_v1_p else "hard"
+            if draw[4] < self.mix.harsh_p:
+                bucket = "harsh"
             kind = bucket if hard else "standard"
             photo = photo_view(read_face(card.high), 2 * seed, kind, self.mix.scale, self.mix.corner_error)
         else:

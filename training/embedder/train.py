@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
         "photo_scale": 0.5,
         "corner_error": 0.02,
         "photo_hard_v1_p": 0.0,  # share of the hard photos from hard-v1 (PhotoMix.hard_v1_p)
+        "photo_harsh_p": 0.0,  # share of the hard photos from #43's harsh bucket (PhotoMix.harsh_p)
         "workers": 1,
     },
     "model": {"dim": 128, "widths": [16, 32, 64, 128, 192], "grid": [4, 3], "input_size": [96, 134]},
@@ -199,7 +200,12 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
     size = (int(config["model"]["input_size"][0]), int(config["model"]["input_size"][1]))
     dc = config["data"]
     mix = PhotoMix(
-        dc["photo_p"], dc["photo_hard_p"], dc["photo_scale"], dc["corner_error"], dc["photo_hard_v1_p"]
+        dc["photo_p"],
+        dc["photo_hard_p"],
+        dc["photo_scale"],
+        dc["corner_error"],
+        dc["photo_hard_v1_p"],
+        dc["photo_harsh_p"],
     )
     dataset = PairDataset(train_cards, size, dc["both_degraded_p"], mix)
     net = build_net(config["model"])
