@@ -35,6 +35,7 @@ def face(colour: tuple[int, int, int]) -> np.ndarray:
 
 COLOURS = [(200, 30, 30), (30, 170, 40), (30, 60, 200), (220, 200, 30), (150, 40, 170), (30, 180, 180)]
 FACES = [(f"x-{i}", face(c)) for i, c in enumerate(itertools.islice(itertools.cycle(COLOURS), 16))]
+FACES_INDEX = {card_id: i for i, (card_id, _) in enumerate(FACES)}
 
 
 def colour_at(photo: PagePhoto, corners: np.ndarray) -> int:
@@ -123,6 +124,3 @@ def test_a_spread_lies_at_any_angle_each_card_covered_no_more_than_its_bound() -
         top = photo.cards[-1]  # nothing lies over the last card placed: its middle is its face's colour
         assert colour_at(photo, top.corners) == FACES_INDEX[top.card_id or ""] % len(COLOURS)
     assert np.histogram(angles, bins=4, range=(0, 360))[0].min() >= 3  # every quarter turn
-
-
-FACES_INDEX = {card_id: i for i, (card_id, _) in enumerate(FACES)}
