@@ -14,12 +14,18 @@ from typing import Any, Literal, NotRequired, TypedDict
 from core.errors import APIError, BadRequest, ScanUnavailable, UnsupportedImage
 
 UnidentifiedReason = Literal["print_unreadable", "no_confident_match"]
+# `POST /v1/scan/page` only (#48): a card place of a page with no face to name.
+PageUnidentifiedReason = Literal["print_unreadable", "no_confident_match", "card_back", "empty_slot"]
 
 # Why a scan has no answer, in the words a client reads.
 PRINT_UNREADABLE = "Could not read the card's name, number or set code, and no catalog card looked close."
 PRINT_MATCHES_NOTHING = "Read the card's print, but no card it points at matches the picture."
 # The scanner named cards, but none is in the catalog any more (or it gave no reason at all).
 CATALOG_MATCHES_NOTHING = "No catalog card matched."
+EMPTY_SLOT = "No card was found in this pocket."
+CARD_BACK = "The card lies face down: its back is showing."
+# Cards a page answer names at most (#48): a photo of more lists the largest and says `truncated`.
+PAGE_CARDS = 24
 
 
 class ScannedCard(TypedDict):
@@ -28,7 +34,7 @@ class ScannedCard(TypedDict):
 
 
 class Unidentified(TypedDict):
-    reason: UnidentifiedReason
+    reason: UnidentifiedReason | PageUnidentifiedReason
     message: str
 
 
@@ -52,6 +58,31 @@ class ScanDecision(TypedDict):
     timings: NotRequired[dict[str, float]]
 
 
+class PageSlot(TypedDict):
+    row: int
+    col: int
+
+
+class PageCardDecision(TypedDict):
+    """One card place of a page (#48): its corners (TL, TR, BR, BL of the card, photo px after EXIF
+    rotation), its pocket on a grid, and the decision a single scan of that card would give; an empty
+    pocket's is no match with reason `empty_slot`."""
+
+    corners: list[list[float]]
+    slot: NotRequired[PageSlot]
+    decision: ScanDecision
+
+
+class PageDecision(TypedDict):
+    """The scanner's answer for a photo of many cards: every card in reading order."""
+
+    cards: list[PageCardDecision]
+    layout: Literal["grid", "free"]
+    grid: dict[str, int] | None  # {"rows", "cols"} on a grid
+    truncated: bool  # more than PAGE_CARDS were found: the largest are listed
+    timings: NotRequired[dict[str, float]]
+
+
 class ScanError(TypedDict):
     code: str  # the spec's error code: `unsupported_image` or `bad_request`
     message: str
@@ -64,6 +95,7 @@ class ScanRefusal(TypedDict):
 
 
 ScanAnswer = ScanDecision | ScanRefusal
+PageAnswer = PageDecision | ScanRefusal
 
 
 # The errors a scanner may refuse a photo with; any other code reads as `unsupported_image`.

@@ -53,6 +53,9 @@ WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
 Pixels: TypeAlias = "np.ndarray | torch.Tensor"
 # Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
 INPUT, OUTPUT = "views__0", "probs__0"
+# A zoomed view's find: the card's quad in photo px, its score (mask inside the quad, and half the band
+# evidence), and the band evidence alone (top band on the top side plus bottom band on the bottom, 0-2).
+Find: TypeAlias = tuple[np.ndarray, float, float]
 
 
 # ------------------------------------------------------------------------------------------ serving
@@ -191,7 +194,7 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         # low resolution); the best-scoring one is refined further.
         candidates = self._coarse(images) if coarse is None else coarse
         items = [(i, q) for i, qs in enumerate(candidates) for q in qs]
-        best: dict[int, tuple[np.ndarray, float]] = {}
+        best: dict[int, Find] = {}
         start: dict[int, np.ndarray] = {}
         self._judge(images, items, best, start)
         missed = [i for i in range(len(images)) if i not in best]
@@ -235,7 +238,7 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         self,
         images: list[AnyPyramid],
         items: list[tuple[int, np.ndarray]],
-        best: dict[int, tuple[np.ndarray, float]],
+        best: dict[int, Find],
         start: dict[int, np.ndarray],
     ) -> None:
         """The first zoomed look at each (photo, candidate): a photo keeps its best-scoring find in `best`
@@ -281,8 +284,8 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
 
     def _zoom(
         self, images: list[AnyPyramid], items: list[tuple[int, np.ndarray]]
-    ) -> list[tuple[int, tuple[np.ndarray, float] | None]]:
-        """One zoomed pass over (photo index, quad) items: (refined quad in photo px, score) or None."""
+    ) -> list[tuple[int, Find | None]]:
+        """One zoomed pass over (photo index, quad) items: each its `Find`, or None."""
         if not items:
             return []
         cfg = self.cfg
@@ -290,8 +293,8 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         probs = self._infer_views([v for v, _ in zoomed])
         return [(i, self._accept(p, m)) for (i, _), p, (_, m) in zip(items, probs, zoomed, strict=True)]
 
-    def _accept(self, p: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, float] | None:
-        """The zoomed view's quad in photo px and a card score, or None when it is not the expected card."""
+    def _accept(self, p: np.ndarray, m: np.ndarray) -> Find | None:
+        """The zoomed view's find (`Find`), or None when it is not the expected card."""
         cfg = self.cfg
         quads = fit_quads(p[0], 0.1, cfg.min_fit)
         if not quads:
@@ -311,7 +314,7 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         r = orient_roll(q, scores, apply(back, q), cfg.geo)
         # The oriented quad's top band is side r of q, its bottom side r + 2 (orient_roll).
         top_and_bottom = float(scores[0, r] + scores[1, (r + 2) % 4])
-        return apply(back, np.roll(q, -r, axis=0)), inside + 0.5 * top_and_bottom
+        return apply(back, np.roll(q, -r, axis=0)), inside + 0.5 * top_and_bottom, top_and_bottom
 
     def locate(self, image: np.ndarray) -> np.ndarray | None:
         return self.locate_batch([image])[0]

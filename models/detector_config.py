@@ -52,6 +52,16 @@ class DetectorConfig:
     # unchanged; no-card photos pay four more views (3x3 windows of 0.45: 99.3% within 5%, nine views).
     search_tiles: int = 2
     search_span: float = 0.6
+    # Every card of a photo (`PageDetector.locate_all`, #48): the whole photo letterboxed to `page_input`
+    # px, so that each card of a 3x4 binder page is ~100 px tall, as in the page detector's training
+    # (training/detector/cpu-pages.yaml); blobs closed by `page_close` px at most (more merges pockets).
+    page_input: int = 640
+    page_close: int = 3
+    # A page's find whose band evidence (top band on its top side plus bottom band on its bottom, 0-2) is
+    # below this lies face down: the page detector marks a card back without bands.
+    page_face_bands: float = 0.5
+    # Zoomed passes per card of a page (0: `refine_passes`): each pass is a view per card.
+    page_refine_passes: int = 0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DetectorConfig:

@@ -48,7 +48,7 @@ from starlette.responses import JSONResponse
 from core.devices import resolve_device
 from core.errors import PayloadTooLarge
 from core.photo import MAX_IMAGE_BYTES
-from core.scan_contract import ScanAnswer, ScanRefusal, refusal, refusal_error
+from core.scan_contract import PageAnswer, ScanAnswer, ScanRefusal, refusal, refusal_error
 from models.geometry import half_turn
 from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Thresholds
@@ -59,11 +59,13 @@ from serve_app.pipeline import (
     READER,
     SERVICE,
     Located,
+    LocatedPage,
     LocateRequest,
+    PageRequest,
     ScanPipeline,
 )
 from serve_app.priority import InteractiveFirst
-from serve_app.stages import Face, locate_photos, search_faces
+from serve_app.stages import Face, PageFaces, locate_page, locate_photos, search_faces
 
 if TYPE_CHECKING:  # imported where used: the bundle brings torch and FAISS, which ScanService never loads
     from serve_app.index_bundle import BundleWatcher, IndexBundle
@@ -136,16 +138,25 @@ class Detector:
         background_busy_slots: int = ScanConfig.background_busy_slots,
         background_idle_slots: int = ScanConfig.background_idle_slots,
         background_quiet_ms: float = ScanConfig.background_quiet_ms,
+        page_weights: str | None = None,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
         host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU).
-        `background_*`: how many batch photos this replica takes beside users' scans (`InteractiveFirst`)."""
+        `background_*`: how many batch photos this replica takes beside users' scans (`InteractiveFirst`).
+        `page_weights`: the page detector (#48, `POST /v1/scan/page`), in the same runtime; loaded on the
+        first page, so a replica that never sees one never holds it."""
         from models.detector import CardDetector
+        from models.page_detector import PageDetector
         from models.sessions import Backend
 
         runtime = Backend.from_dict({**(backend or {}), "threads": threads})
         device = _replica_device(device, threads, onnx=runtime.kind == "onnx")
         self.model = CardDetector(Path(weights), device, runtime)
+        # A Triton server serves the single-card detector only: the page detector then runs in-process.
+        page_runtime = runtime if runtime.kind != "triton" else Backend.from_dict({"threads": threads})
+        self.page_model = (
+            PageDetector(Path(page_weights), device, page_runtime, load=False) if page_weights else None
+        )
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
         self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
         _set_batching(self.locate_batch, {"batch_wait_ms": batch_wait_ms})
@@ -194,6 +205,23 @@ class Detector:
             else:
                 located.append(dataclasses.replace(item, timings=spent))
         return located
+
+    async def locate_page(self, request: PageRequest) -> LocatedPage:
+        """Every card of one photo (#48): not batched (a page is a batch of cards already); its faces go
+        out by reference, as a single scan's."""
+        if self.page_model is None:
+            raise RuntimeError("this scanner was deployed without a page detector")
+        self.calls.inc(tags={"priority": "interactive"})
+        timings: dict[str, float] = {}
+        async with self.gate.interactive():
+            found = await asyncio.to_thread(
+                locate_page, self.page_model, request.photo, request.thumbnail, request.limit, timings
+            )
+        if not isinstance(found, PageFaces):
+            return LocatedPage(error=found, timings=timings)
+        faces = [None if face is None else ray.put(face) for face in found.faces]
+        self.handed_out.extend(face for face in faces if face is not None)
+        return LocatedPage(found.quads, faces, found.thumbnails, found.truncated, timings=timings)
 
     def locate_photos(
         self,
@@ -376,7 +404,8 @@ class ScanService:
         return {"thresholds": thresholds, "first_look": self.pipeline.first_look}
 
     async def __call__(self, request: Request) -> JSONResponse:
-        """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body. The proxy is off unless an
+        """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body (`POST /scan/page`: every card
+        in it, #48). The proxy is off unless an
         operator turns it on for an ingress elsewhere (`CARDCAT_SCAN_PORT`, or a Serve config, which
         `deploy/k8s/networkpolicy.yaml` opens to the API pods only), and it holds the ingress's cap."""
         body = bytearray()
@@ -385,8 +414,11 @@ class ScanService:
             if len(body) > MAX_IMAGE_BYTES:
                 too_large = PayloadTooLarge("The photo is larger than 10 MB.")
                 return JSONResponse(refusal(too_large.code, too_large.message), status_code=too_large.status)
-        background = request.query_params.get("background") == "1"
-        answer = await self.scan_photo(bytes(body), background)
+        answer: ScanAnswer | PageAnswer
+        if request.url.path.rstrip("/").endswith("/page"):  # `POST /scan/page`: every card (#48)
+            answer = await self.pipeline.scan_page(bytes(body))
+        else:
+            answer = await self.scan_photo(bytes(body), request.query_params.get("background") == "1")
         status = refusal_error(cast(ScanRefusal, answer)["error"]).status if "error" in answer else 200
         return JSONResponse(answer, status_code=status)
 
@@ -454,6 +486,7 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
             background_busy_slots=config.background_busy_slots,
             background_idle_slots=config.background_idle_slots,
             background_quiet_ms=config.background_quiet_ms,
+            page_weights=config.page_detector_weights,
         ),
         embedder.bind(
             config.embedder_weights,

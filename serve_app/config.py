@@ -15,6 +15,8 @@ MODELS = Path(__file__).resolve().parents[1] / "models" / "weights"
 class ScanConfig:
     index_dir: str
     detector_weights: str = str(MODELS / "detector.pt")
+    # Every card of a page photo (#48, `POST /v1/scan/page`); "" turns pages off.
+    page_detector_weights: str = str(MODELS / "page_detector.pt")  # models.page_detector.PAGE_WEIGHTS
     embedder_weights: str = str(MODELS / "embedder.pt")
     ocr_weights: str = str(MODELS / "ocr.pt")
     ocr_checkpoint: str | None = None  # any docTR recognition checkpoint, instead of ours

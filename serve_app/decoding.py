@@ -29,6 +29,7 @@ from core.photo import DEFAULT_MAX_PIXELS, opened
 
 DRAFT_MIN_SIDE = 1000  # a reduced JPEG decode keeps at least this long side
 WORK_MAX_SIDE = 2048  # anything larger after decoding is shrunk to this long side
+ORIENTATION_TAG = 274  # EXIF's Orientation: 5-8 turn the picture a quarter
 
 
 def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
@@ -45,13 +46,15 @@ def dct_reduction(width: int, height: int, min_side: int = DRAFT_MIN_SIDE) -> in
     return next((k for k in (8, 4, 2) if long_side / k >= min_side), 1)
 
 
-def working_size(width: int, height: int) -> tuple[int, int]:
+def working_size(
+    width: int, height: int, min_side: int = DRAFT_MIN_SIDE, max_side: int = WORK_MAX_SIDE
+) -> tuple[int, int]:
     """The (width, height) the scanner works at for a photo of this size: what a DCT-scaled JPEG decode
-    gives (1/k, rounded up), no larger than `WORK_MAX_SIDE` on the long side."""
-    k = dct_reduction(width, height)
+    gives (1/k, rounded up), no larger than `max_side` on the long side."""
+    k = dct_reduction(width, height, min_side)
     w, h = math.ceil(width / k), math.ceil(height / k)
-    if max(w, h) > WORK_MAX_SIDE:
-        s = WORK_MAX_SIDE / max(w, h)
+    if max(w, h) > max_side:
+        s = max_side / max(w, h)
         w, h = max(1, round(w * s)), max(1, round(h * s))
     return w, h
 
@@ -65,24 +68,40 @@ _OPENCV_REDUCED = {
 }
 
 
-def decode_photo(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
-    """The photo as an upright RGB uint8 array at working size (see the module docstring)."""
+def decode_photo(
+    data: bytes,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    min_side: int = DRAFT_MIN_SIDE,
+    max_side: int = WORK_MAX_SIDE,
+) -> np.ndarray:
+    """The photo as an upright RGB uint8 array at working size (see the module docstring). `min_side`,
+    `max_side`: the working size's long side bounds; a page of many cards (#48) is worked on larger, as
+    each of its cards is a fraction of the photo."""
     image: np.ndarray | None = None
     with opened(data, max_pixels) as im:
         if im.format == "JPEG" and im.mode == "RGB" and data.rstrip(b"\0").endswith(b"\xff\xd9"):
-            image = decode_jpeg_opencv(data, dct_reduction(*im.size))
+            image = decode_jpeg_opencv(data, dct_reduction(*im.size, min_side))
         if image is None:
             if im.format == "JPEG":
-                k = dct_reduction(*im.size)
+                k = dct_reduction(*im.size, min_side)
                 if k > 1:  # asks for exactly 1/k: draft picks the smallest scale at least this large
                     im.draft("RGB", (math.ceil(im.size[0] / k), math.ceil(im.size[1] / k)))
             im.load()
             image = np.asarray(_upright_rgb(im))
     h, w = image.shape[:2]
-    size = working_size(w, h)
+    size = working_size(w, h, min_side, max_side)
     if size != (w, h):
         image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
     return image
+
+
+def upright_size(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(width, height) of the photo as it is shown: after its EXIF rotation, at full resolution. Page
+    answers give corners in these pixels, whatever size the scanner worked at."""
+    with opened(data, max_pixels) as im:
+        w, h = im.size
+        turned = im.getexif().get(ORIENTATION_TAG, 1) in (5, 6, 7, 8)
+    return (h, w) if turned else (w, h)
 
 
 def decode_jpeg_opencv(data: bytes, reduction: int) -> np.ndarray | None:

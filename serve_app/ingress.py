@@ -15,6 +15,8 @@ from typing import cast
 from core.scan_contract import (
     ATTEMPTS,
     CALL_TIMEOUT_S,
+    PageAnswer,
+    PageDecision,
     ScanAnswer,
     ScanDecision,
     ScanRefusal,
@@ -64,12 +66,35 @@ class ServeHandleScanClient:
             raise refusal_error(cast(ScanRefusal, answer)["error"])
         return cast(ScanDecision, answer)
 
-    async def _call(self, photo: bytes, background: bool) -> ScanAnswer:
+    async def scan_page(self, photo: bytes) -> PageDecision:
+        """Every card in the photo (#48), with the same retries and errors as `scan`."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                await self._refresh()
+                answer: PageAnswer = await asyncio.wait_for(self.pipeline.scan_page(photo), CALL_TIMEOUT_S)
+                break
+            except TimeoutError:
+                log.warning("scanner page call unanswered after %.0f s", CALL_TIMEOUT_S)
+                raise unavailable("The scanner is not answering right now; please retry.") from None
+            except Exception as error:
+                log.warning("scanner page call failed (attempt %d): %s", attempt, type(error).__name__)
+        else:
+            raise unavailable("The scanner failed to answer; please retry.")
+        if "error" in answer:
+            raise refusal_error(cast(ScanRefusal, answer)["error"])
+        return cast(PageDecision, answer)
+
+    async def _refresh(self) -> None:
+        """The app's fusion thresholds and first-look setting, asked for at most every
+        THRESHOLDS_REFRESH_S."""
         if time.monotonic() >= self.thresholds_due:
             settings = await self.service.pipeline_settings.remote()
             self.pipeline.thresholds = Thresholds(**settings["thresholds"])
             self.pipeline.first_look = bool(settings["first_look"])
             self.thresholds_due = time.monotonic() + THRESHOLDS_REFRESH_S
+
+    async def _call(self, photo: bytes, background: bool) -> ScanAnswer:
+        await self._refresh()
         return await self.pipeline.scan_photo(photo, background)
 
     async def aclose(self) -> None:

@@ -15,15 +15,26 @@ It loads no network runtime (no torch, no FAISS): the ingress imports it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Histogram
 
-from core.scan_contract import ScanAnswer, ScanPath, refusal
+from core.scan_contract import (
+    CARD_BACK,
+    EMPTY_SLOT,
+    PAGE_CARDS,
+    PageAnswer,
+    PageCardDecision,
+    ScanAnswer,
+    ScanDecision,
+    ScanPath,
+    refusal,
+)
 from serve_app.fusion import (
     Decision,
     Hits,
@@ -36,6 +47,7 @@ from serve_app.fusion import (
     footer_candidates,
     picture_answer,
 )
+from serve_app.page_layout import arrange
 
 # The application's deployment names (the classes in serve_app.app, and the names deploy/ configs use).
 DETECTOR, EMBEDDER, READER, SERVICE = "Detector", "Embedder", "Reader", "ScanService"
@@ -46,6 +58,20 @@ FACE_LOST = "face_lost"
 # Ray exports it as `ray_cardcat_scanner_stage_seconds` (deploy/grafana/cardcat.json).
 STAGE_METRIC = "cardcat_scanner_stage_seconds"
 STAGE_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]
+
+
+def _points(quad: np.ndarray) -> list[list[float]]:
+    return [[round(float(x), 1), round(float(y), 1)] for x, y in quad]
+
+
+def _place(reason: Literal["card_back", "empty_slot"], message: str) -> ScanDecision:
+    """The decision for a card place with no face to name (a card back, an empty pocket), and why."""
+    return {
+        "matches": [],
+        "unidentified": {"reason": reason, "message": message},
+        "tier": "review",
+        "path": "full",
+    }
 
 
 class FaceLost(RuntimeError):
@@ -82,6 +108,29 @@ class LocateRequest:
     # A first look's candidates for this photo, sent back with it for the full pipeline: its whole-photo
     # view is not computed twice.
     coarse: list[np.ndarray] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PageRequest:
+    """What the Detector's `locate_page` takes: one photo of many cards (#48)."""
+
+    photo: bytes
+    thumbnail: tuple[int, int]  # (width, height) of each face shrunk for the Embedder
+    limit: int = PAGE_CARDS
+
+
+@dataclasses.dataclass(frozen=True)
+class LocatedPage:
+    """The Detector's answer for a page photo: each card's corners (photo px, largest card first) with its
+    face (a Ray object reference, as `Located.face`) and thumbnail, or why the bytes could not be
+    decoded."""
+
+    corners: list[np.ndarray] = dataclasses.field(default_factory=list)
+    faces: list[Any] = dataclasses.field(default_factory=list)  # None: a card lying face down
+    thumbnails: list[np.ndarray | None] = dataclasses.field(default_factory=list)
+    truncated: bool = False
+    error: tuple[str, str] | None = None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class ScanPipeline:
@@ -158,6 +207,65 @@ class ScanPipeline:
         self._observe(timings)
         answer["timings"] = timings
         return answer
+
+    async def scan_page(self, data: bytes) -> PageAnswer:
+        """Every card in a photo (#48): the page detector finds them all in one pass, each face is decided
+        as a single scan of it would be (`scan`, all at once, so the model deployments batch them), and
+        the layout (`serve_app.page_layout`) orders them and names each pocket of a binder page; a pocket
+        with no card found is listed as `empty_slot`."""
+        started = time.perf_counter()
+        if self.embed_size is None:
+            self.embed_size = tuple(await self.embedder.input_size.remote())
+        page: LocatedPage = await self.detector.locate_page.remote(PageRequest(data, self.embed_size))
+        timings = dict(page.timings)
+        if page.error is not None:
+            return refusal(*page.error)
+        spent: list[dict[str, float]] = [{} for _ in page.faces]
+        decisions = await asyncio.gather(
+            *(
+                self._page_card(face, thumbnail, each)
+                for face, thumbnail, each in zip(page.faces, page.thumbnails, spent, strict=True)
+            )
+        )
+        for each in spent:
+            for stage, seconds in each.items():
+                timings[stage] = timings.get(stage, 0.0) + seconds
+        layout = arrange(page.corners)
+        cards: list[PageCardDecision] = []
+        for i in layout.order:
+            card: PageCardDecision = {"corners": _points(page.corners[i]), "decision": decisions[i]}
+            if layout.slots is not None:
+                row, col = layout.slots[i]
+                card["slot"] = {"row": row, "col": col}
+            cards.append(card)
+        for (row, col), quad in layout.empty or []:
+            place: PageCardDecision = {
+                "corners": _points(quad),
+                "slot": {"row": row, "col": col},
+                "decision": _place("empty_slot", EMPTY_SLOT),
+            }
+            cards.append(place)
+        if layout.slots is not None:
+            cards.sort(key=lambda c: (c["slot"]["row"], c["slot"]["col"]))
+        timings["total"] = time.perf_counter() - started
+        grid = {"rows": layout.grid[0], "cols": layout.grid[1]} if layout.grid else None
+        return {
+            "cards": cards,
+            "layout": layout.layout,
+            "grid": grid,
+            "truncated": page.truncated,
+            "timings": timings,
+        }
+
+    async def _page_card(
+        self, face: Any, thumbnail: np.ndarray | None, spent: dict[str, float]
+    ) -> ScanDecision:
+        """One card of a page decided as a single scan of it would be; a card face down is not scanned."""
+        if face is None:
+            return _place("card_back", CARD_BACK)
+        decision = (await self.scan(Located(face, thumbnail), spent)).as_dict()
+        decision["path"] = "full"
+        return decision
 
     def _observe(self, timings: dict[str, float]) -> None:
         for stage, seconds in timings.items():

@@ -14,7 +14,7 @@ import numpy as np
 
 from core.errors import APIError
 from models.geometry import half_turn, rectify, shrink
-from serve_app.decoding import decode_photo, decode_photos_tensor
+from serve_app.decoding import decode_photo, decode_photos_tensor, upright_size
 from serve_app.fusion import Hits
 
 
@@ -120,6 +120,50 @@ def locate_photos(
     for i in images:
         spent[i]["locate"] = located_s
     return out
+
+
+# A page of many cards (#48) is worked on at up to full resolution: a card of a 12-pocket page is a twelfth
+# of the photo, and at the single scan's working size (~1,000 px) its print would be a few pixels tall. A
+# 12 MP photo is decoded whole (36 MB), a 40 MP one at half scale, both no larger than PAGE_MAX_SIDE.
+PAGE_MIN_SIDE, PAGE_MAX_SIDE = 3000, 4096
+
+
+@dataclass(frozen=True)
+class PageFaces:
+    """Every card found in a page photo (`locate_page`), largest first: its quad in the photo's upright
+    full-resolution px (`size`, width and height), its rectified face and the face shrunk for the
+    embedder (None for a card lying face down)."""
+
+    size: tuple[int, int]
+    quads: list[np.ndarray]
+    faces: list[np.ndarray | None]  # None: the card lies face down, nothing to rectify
+    thumbnails: list[np.ndarray | None]
+    truncated: bool = False  # more than `limit` cards were found
+
+
+def locate_page(
+    detector: Any, photo: bytes, thumbnail: tuple[int, int], limit: int, timings: dict[str, float]
+) -> PageFaces | tuple[str, str]:
+    """Every card in one photo (`detector`: the page detector, `PageDetector.locate_all`), up to `limit`,
+    or the spec's (code, message) when the bytes are not a photo we can decode. `timings` receives the
+    `decode` and `locate` seconds."""
+    started = time.perf_counter()
+    try:
+        image = decode_photo(photo, min_side=PAGE_MIN_SIDE, max_side=PAGE_MAX_SIDE)
+        width, height = upright_size(photo)
+    except APIError as error:
+        return error.code, error.message
+    timings["decode"] = time.perf_counter() - started
+    started = time.perf_counter()
+    found = detector.locate_all(image)
+    kept = found[:limit]
+    faces = [rectify(image, f.quad) if f.face_up else None for f in kept]
+    timings["locate"] = time.perf_counter() - started
+    # Pixel centres: working px x is full-resolution px (x + 0.5) * scale - 0.5.
+    scale = np.array([width / image.shape[1], height / image.shape[0]], np.float32)
+    in_photo = [(f.quad + 0.5) * scale - 0.5 for f in kept]
+    thumbnails = [None if face is None else shrink(face, thumbnail) for face in faces]
+    return PageFaces((width, height), in_photo, faces, thumbnails, len(found) > limit)
 
 
 def search_faces(embedder: Any, index: Any, faces: list[np.ndarray], top_k: int) -> list[tuple[Hits, Hits]]:

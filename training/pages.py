@@ -177,12 +177,12 @@ def _page_layer(
     return out, alpha, quads
 
 
-def pocket_kinds(seed: int, count: int) -> list[PageKind]:
-    """What each pocket of `make_page_photo(..., seed, ...)` holds, row by row."""
+def pocket_kinds(seed: int, count: int, back_p: float = POCKET_BACK_P) -> list[PageKind]:
+    """What each pocket of `make_page_photo(..., seed, ...)` holds, row by row (`back_p`: the share face
+    down; the page detector's training asks for more than a binder usually holds)."""
     draws = np.random.default_rng([seed, _SALT["page"], 2]).random(count)
     return [
-        "empty" if u < POCKET_EMPTY_P else "back" if u < POCKET_EMPTY_P + POCKET_BACK_P else "card"
-        for u in draws
+        "empty" if u < POCKET_EMPTY_P else "back" if u < POCKET_EMPTY_P + back_p else "card" for u in draws
     ]
 
 
@@ -192,6 +192,7 @@ def make_page_photo(
     grid: tuple[int, int] = (3, 3),
     difficulty: Literal["standard", "hard"] = "standard",
     scale: float = 1.0,
+    back_p: float = POCKET_BACK_P,
 ) -> PagePhoto:
     """A binder page of `grid` pockets on a table, 12 MP at scale 1: the faces go into the pockets in order
     (pockets drawn empty or holding a back skip none of them); the same arguments give the same pixels."""
@@ -205,7 +206,7 @@ def make_page_photo(
     fills: list[np.ndarray | None] = []
     kinds: list[tuple[PageKind, str | None]] = []
     used = 0
-    for kind in pocket_kinds(seed, rows * cols):
+    for kind in pocket_kinds(seed, rows * cols, back_p):
         if kind == "empty":
             fills.append(None)
             kinds.append(("empty", None))

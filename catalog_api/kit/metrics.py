@@ -78,6 +78,15 @@ SCAN_STAGE_LATENCY = Histogram(
 # What became of a webhook post (`catalog_api.events.deliverer`): delivered (2xx), retry (failed, tried
 # again later), disabled (410 Gone, or the last allowed attempt failed).
 WEBHOOK_RESULTS = ("delivered", "retry", "disabled")
+# `POST /v1/scan/page` (#48): pages answered (or refused), and how many card places each answer listed
+# (cards found, backs and empty pockets).
+SCAN_PAGE_OUTCOMES = ("ok", "error")
+SCAN_PAGES = Counter("cardcat_scan_pages_total", "POST /v1/scan/page answers by outcome.", ["outcome"])
+SCAN_PAGE_CARDS = Histogram(
+    "cardcat_scan_page_cards",
+    "Card places listed per POST /v1/scan/page answer (cards, backs and empty pockets).",
+    buckets=(0, 1, 2, 4, 6, 9, 12, 16, 20, 24),
+)
 WEBHOOK_DELIVERIES = Counter(
     "cardcat_webhook_deliveries_total",
     "Webhook delivery attempts by result: delivered, retry (a failure retried later) or disabled.",
@@ -111,6 +120,8 @@ for _stage in SCAN_STAGES:
     SCAN_STAGE_LATENCY.labels(_stage)
 for _path in SCAN_PATH_NAMES:
     SCAN_PATHS.labels(_path)
+for _outcome in SCAN_PAGE_OUTCOMES:
+    SCAN_PAGES.labels(_outcome)
 for _result in WEBHOOK_RESULTS:
     WEBHOOK_DELIVERIES.labels(_result)
 for _kind in WEBHOOK_FAILURE_KINDS:
@@ -129,6 +140,8 @@ DECLARED = (
     SCAN_ERROR_CODES,
     SCAN_STAGE_LATENCY,
     SCAN_PATHS,
+    SCAN_PAGES,
+    SCAN_PAGE_CARDS,
     WEBHOOK_DELIVERIES,
     WEBHOOK_FAILURES,
     WEBHOOK_POST_LATENCY,

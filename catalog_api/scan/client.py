@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
-from core.scan_contract import ATTEMPTS, ScanDecision, refusal_error, unavailable
+from core.scan_contract import ATTEMPTS, PageDecision, ScanDecision, refusal_error, unavailable
 
 log = logging.getLogger("cardcat.scan")
 
@@ -27,6 +27,10 @@ class ScanClient(Protocol):
     async def scan(self, photo: bytes, background: bool = False) -> ScanDecision:
         """The scanner's decision for a photo (`core.scan_contract`); a refusal is raised. `background`:
         a batch photo, which the scanner takes behind users' scans (`serve_app.priority`)."""
+        ...
+
+    async def scan_page(self, photo: bytes) -> PageDecision:
+        """Every card in the photo (#48: a binder page, a table spread); a refusal is raised."""
         ...
 
     async def aclose(self) -> None: ...
@@ -40,13 +44,21 @@ class HTTPScanClient:
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=2.0), trust_env=False)
 
     async def scan(self, photo: bytes, background: bool = False) -> ScanDecision:
+        decision: ScanDecision = await self._post(
+            self.url, photo, {"background": "1"} if background else None
+        )
+        return decision
+
+    async def scan_page(self, photo: bytes) -> PageDecision:
+        """`POST /scan/page` on the proxy (`serve_app.app.ScanService`)."""
+        page: PageDecision = await self._post(self.url.rstrip("/") + "/page", photo, None)
+        return page
+
+    async def _post(self, url: str, photo: bytes, params: dict[str, str] | None) -> Any:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 response = await self.client.post(
-                    self.url,
-                    content=photo,
-                    headers={"content-type": "application/octet-stream"},
-                    params={"background": "1"} if background else None,
+                    url, content=photo, headers={"content-type": "application/octet-stream"}, params=params
                 )
             except httpx.HTTPError:
                 if attempt < ATTEMPTS:
@@ -55,8 +67,7 @@ class HTTPScanClient:
             if response.status_code == 400:
                 raise refusal_error(response.json().get("error", {}))
             if response.status_code == 200:
-                decision: ScanDecision = response.json()
-                return decision
+                return response.json()
         raise unavailable("The scanner failed to answer; please retry.")
 
     async def aclose(self) -> None:

@@ -1,4 +1,4 @@
-"""`POST /v1/scan`: the ingress side of the scanner.
+"""`POST /v1/scan` and `POST /v1/scan/page`: the ingress side of the scanner.
 
 The ingress owns the request: the gate has authenticated and counted it; here the body is read (10 MB
 cap while streaming, or the URL fetched under the SSRF rules), its header checked, and the bytes handed
@@ -18,15 +18,23 @@ from starlette.responses import Response
 from catalog_api.deps import AppContext, Context
 from catalog_api.kit.envelope import data_response
 from catalog_api.kit.languages import parse_lang
-from catalog_api.kit.metrics import SCAN_ERROR_CODES, SCAN_PATHS, SCAN_STAGE_LATENCY, SCAN_STAGES, SCANS
+from catalog_api.kit.metrics import (
+    SCAN_ERROR_CODES,
+    SCAN_PAGE_CARDS,
+    SCAN_PAGES,
+    SCAN_PATHS,
+    SCAN_STAGE_LATENCY,
+    SCAN_STAGES,
+    SCANS,
+)
 from catalog_api.kit.params import Lang
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
 from catalog_api.scan.admission import ScanSlots
-from catalog_api.scan.answers import outcome_of, scan_answer
+from catalog_api.scan.answers import outcome_of, page_answer, scan_answer
 from catalog_api.scan.intake import read_scan_upload
 from catalog_api.scan.resolver import make_resolver
 from catalog_api.scan.scanning import Scanning, ScanningState
-from catalog_api.scan.schemas import ScanResult
+from catalog_api.scan.schemas import PageResult, ScanResult
 from catalog_api.scan.url_fetch import FetchPolicy
 from core.errors import APIError, ScanUnavailable
 from core.photo import probe_image
@@ -40,32 +48,31 @@ SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post(
-    "/scan",
-    response_model=Envelope[ScanResult],
-    responses=SCAN_ERRORS,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {"image": {"type": "string", "format": "binary"}},
-                        "required": ["image"],
-                    }
-                },
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {"url": {"type": "string", "format": "uri"}},
-                        "required": ["url"],
-                    }
-                },
+# The photo, as a file or a URL: `POST /v1/scan` and `POST /v1/scan/page` take the same body.
+PHOTO_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"image": {"type": "string", "format": "binary"}},
+                    "required": ["image"],
+                }
             },
-        }
-    },
-)
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"url": {"type": "string", "format": "uri"}},
+                    "required": ["url"],
+                }
+            },
+        },
+    }
+}
+
+
+@router.post("/scan", response_model=Envelope[ScanResult], responses=SCAN_ERRORS, openapi_extra=PHOTO_BODY)
 async def scan(request: Request, context: Context, scanning: ScanningState, lang: Lang = None) -> Response:
     """Identify a card from a photo: a multipart file field `image`, or JSON `{url}` (https, public).
     `lang` names the matched cards and their expansions in that language where the feed has it."""
@@ -94,6 +101,42 @@ async def _scan(
         del data  # the photo leaves this worker's memory with its slot
     _observe_stages(decision)
     return await scan_answer(context, decision, language)
+
+
+@router.post(
+    "/scan/page", response_model=Envelope[PageResult], responses=SCAN_ERRORS, openapi_extra=PHOTO_BODY
+)
+async def scan_page(
+    request: Request, context: Context, scanning: ScanningState, lang: Lang = None
+) -> Response:
+    """Identify every card in one photo (a binder page, cards on a table): the same body, limits and
+    errors as `POST /v1/scan`, and one request against the rate limit. Each card is answered as a single
+    scan of it would be, with its corners and, on a binder page, its pocket; a card lying face down is
+    `card_back`, a pocket with no card `empty_slot`. Up to 24 cards: a photo of more lists the largest
+    and says `truncated`."""
+    language = parse_lang(lang)
+    try:
+        body = await _scan_page(request, context, scanning, language)
+    except Exception:
+        SCAN_PAGES.labels("error").inc()
+        raise
+    SCAN_PAGES.labels("ok").inc()
+    SCAN_PAGE_CARDS.observe(len(body["cards"]))
+    return data_response(request, body)
+
+
+async def _scan_page(
+    request: Request, context: AppContext, scanning: Scanning, language: str | None
+) -> dict[str, Any]:
+    if scanning.scanner is None:
+        raise ScanUnavailable("Scanning is not configured on this deployment.")
+    slots, policy = _intake(request, context, scanning)
+    with slots.hold():
+        data = await read_scan_upload(request, policy)
+        await run_in_threadpool(probe_image, data)
+        page = await scanning.scanner.scan_page(data)
+        del data
+    return await page_answer(context, page, language)
 
 
 def _intake(request: Request, context: AppContext, scanning: Scanning) -> tuple[ScanSlots, FetchPolicy]:

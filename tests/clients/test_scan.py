@@ -63,6 +63,32 @@ def test_the_async_client_scans(scanner: Service) -> None:
     assert [m.card.id for m in result.matches] == [CARD]
 
 
+def test_both_clients_scan_a_binder_page(scanner: Service, tmp_path: Path) -> None:
+    """`scan_page` (#48) on both clients: every card of a 2x2 page named, in its pocket."""
+    from tests.serve_app.test_scan_http import face, jpeg
+    from training.pages import make_page_photo
+
+    ids = [f"{EXPANSION}-TG{n:02d}" for n in (11, 12, 13, 14)]
+    photo = make_page_photo([(i, face(i)) for i in ids], 20_700_001, (2, 2), "standard", 0.4, back_p=0.0)
+    path = tmp_path / "page.jpg"
+    path.write_bytes(jpeg(photo.image))
+    truth = {card.slot: card.card_id for card in photo.cards if card.kind == "card"}
+
+    def named(page: models.PageResult) -> dict[tuple[int, int], str]:
+        return {(c.slot.row, c.slot.col): c.matches[0].card.id for c in page.cards if c.slot and c.matches}
+
+    with CardcatClient(scanner.base_url, api_key=scanner.quick_key(), timeout=300) as cat:
+        page = cat.scan_page(path)
+    assert isinstance(page, models.PageResult) and page.layout == "grid" and not page.truncated
+    assert named(page) == truth
+
+    async def run() -> models.PageResult:
+        async with AsyncCardcatClient(scanner.base_url, api_key=scanner.quick_key(), timeout=300) as cat:
+            return await cat.scan_page(path.read_bytes())
+
+    assert named(asyncio.run(run())) == truth
+
+
 def readme_example(path: Path) -> str:
     text = path.read_text()
     start = text.index("```python\nfrom pathlib import Path\nfrom cardcat_client import") + len("```python\n")

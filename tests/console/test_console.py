@@ -525,6 +525,44 @@ def test_a_photo_shows_the_card_it_is(scan_tab: ConsolePage, scanner: Service, c
     expect(page.locator("#card h1")).to_have_text(best["card"]["name"], timeout=TIMEOUT_MS)
 
 
+def test_a_page_of_cards_is_drawn_numbered_with_each_answer_beside_it(
+    scan_tab: ConsolePage, scanner: Service
+):
+    """ "Many cards" (#48): the photo with one numbered outline per card place the API answered, and each
+    number's answer listed in the same order."""
+    from playwright.sync_api import expect
+
+    from training.pages import make_page_photo
+
+    ids = [f"swsh10tg-TG{n:02d}" for n in (15, 16, 17, 18)]
+    faces = [(i, np.asarray(Image.open(rendered_faces() / i / "high.jpg").convert("RGB"))) for i in ids]
+    photo = jpeg(make_page_photo(faces, HELD_OUT_SEED + 48, (2, 2), "standard", 0.4).image)
+    with scanner.client(scanner.key) as client:
+        client.timeout = httpx.Timeout(300)
+        answer = ok(client.post("/v1/scan/page", files={"image": ("p.jpg", photo, "image/jpeg")}))
+    assert answer["cards"], answer
+    page = scan_tab.open("#/scan", key=scanner.key)
+    page.check("#scan-many")
+    choose(page, photo)
+    outlines = page.locator("#scan-result svg.page-outlines polygon")
+    expect(outlines).to_have_count(len(answer["cards"]), timeout=120_000)
+    drawn = outlines.evaluate_all("ps => ps.map(p => p.getAttribute('points'))")
+
+    def js(n: float) -> str:  # a number as JavaScript prints it: 12.0 is "12"
+        return str(int(n)) if float(n).is_integer() else repr(float(n))
+
+    assert drawn == [" ".join(f"{js(x)},{js(y)}" for x, y in card["corners"]) for card in answer["cards"]]
+    items = page.locator("#scan-result .page-card")
+    expect(items).to_have_count(len(answer["cards"]))
+    named = [c["matches"][0]["card"]["id"] if len(c["matches"]) == 1 else None for c in answer["cards"]]
+    assert items.evaluate_all("li => li.map(l => l.dataset.cardId || null)") == named
+    numbers = page.locator("#scan-result svg.page-outlines text")
+    assert numbers.evaluate_all("ts => ts.map(t => t.textContent)") == [
+        str(i + 1) for i in range(len(answer["cards"]))
+    ]
+    scan_tab.screenshot("console-scan-page.png")
+
+
 def test_no_card_in_the_photo_is_said_in_plain_words(scan_tab: ConsolePage, scanner: Service):
     from playwright.sync_api import expect
 

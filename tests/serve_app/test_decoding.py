@@ -21,6 +21,7 @@ from serve_app.decoding import (
     decode_image,
     decode_jpeg_opencv,
     decode_photo,
+    upright_size,
 )
 from tests.faces import base1_faces
 from training.detector.evaluate import corner_error_pct
@@ -102,6 +103,26 @@ def test_opencv_decodes_a_jpeg_to_pillows_pixels(width: int, height: int, orient
     assert decode_photo(grey.getvalue()).shape[2] == 3
     with pytest.raises(UnsupportedImage):
         decode_photo(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("orientation", [1, 3, 6, 8])
+def test_a_page_is_worked_on_larger_and_its_size_is_the_size_shown(orientation: int) -> None:
+    """A page of many cards (#48) is decoded at up to 4,096 px (a 12 MP photo whole, where a single scan
+    takes a quarter), and `upright_size` is the photo's size as shown, after its EXIF rotation: the
+    frame a page answer's corners are in."""
+    from serve_app.stages import PAGE_MAX_SIDE, PAGE_MIN_SIDE
+
+    width, height = 4032, 3024
+    smooth = cv2.resize(np.random.default_rng(1).integers(0, 256, (60, 80, 3), np.uint8), (width, height))
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    data = jpeg(smooth, exif)
+    shown = (height, width) if orientation in (6, 8) else (width, height)
+    assert upright_size(data) == shown
+    page = decode_photo(data, min_side=PAGE_MIN_SIDE, max_side=PAGE_MAX_SIDE)
+    assert (page.shape[1], page.shape[0]) == shown
+    single = decode_photo(data)
+    assert (single.shape[1], single.shape[0]) == (shown[0] // 4, shown[1] // 4)
 
 
 @needs_shared

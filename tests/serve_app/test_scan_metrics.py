@@ -198,3 +198,29 @@ def test_batch_photos_enter_the_detector_behind_users_scans(scanner: tuple[Servi
 
     scrape = eventually(ray_scrape, timeout=60, interval=2)
     assert set(scrape.labels(calls, "priority")) == {"interactive", "background"}
+
+
+def test_pages_count_their_answers_and_the_cards_each_listed(scanner: tuple[Service, int]):
+    """`POST /v1/scan/page` (#48): pages by outcome, and how many places each answer listed."""
+    from training.pages import make_page_photo
+
+    service, _ = scanner
+    metrics = f"{service.base_url}/metrics"
+    ids = [f"swsh10tg-TG{n:02d}" for n in (21, 22, 23, 24)]
+    page_photo = make_page_photo([(i, face(i)) for i in ids], HELD_OUT_SEED + 8, (2, 2), "standard", 0.4)
+    before = Scrape.get(metrics)
+    with service.client() as client:
+        client.timeout = httpx.Timeout(300)
+        page = ok(
+            client.post("/v1/scan/page", files={"image": ("p.jpg", jpeg(page_photo.image), "image/jpeg")})
+        )
+        junk = client.post("/v1/scan/page", files={"image": ("p.jpg", b"not an image", "image/jpeg")})
+    assert junk.status_code == 400 and page["cards"]
+    for _ in range(3):  # any worker's answer sums both workers
+        after = Scrape.get(metrics)
+        pages = "cardcat_scan_pages_total"
+        assert after.sum(pages, outcome="ok") - before.sum(pages, outcome="ok") == 1
+        assert after.sum(pages, outcome="error") - before.sum(pages, outcome="error") == 1
+        listed = "cardcat_scan_page_cards"
+        assert after.sum(f"{listed}_count") - before.sum(f"{listed}_count") == 1
+        assert after.sum(f"{listed}_sum") - before.sum(f"{listed}_sum") == len(page["cards"])

@@ -11,7 +11,7 @@ import math
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cv2
 import numpy as np
@@ -19,7 +19,8 @@ import torch
 from torch.utils.data import IterableDataset
 
 from models.geometry import read_face
-from models.quads import BAND_DEPTH, letterbox, zoom_view
+from models.quads import BAND_DEPTH, PAD_VALUE, letterbox, zoom_view
+from training.pages import GRIDS, POCKET_BACK_P, PagePhoto, make_page_photo, make_spread_photo
 from training.renders import read_manifest
 from training.synth import TRAIN_SEED_LIMIT, Difficulty, make_empty_photo, make_nocard_photo, make_photo
 
@@ -127,6 +128,10 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
     assert seed < TRAIN_SEED_LIMIT, "benchmark seeds (>= 10_000_000) must never be trained on"
     rng = np.random.default_rng([seed, 7])
     size = cfg["input_size"]
+    # #48: a page detector's photos are mostly binder pages and table spreads; drawn only when asked for,
+    # so every older config's photos stay what they were.
+    if cfg.get("p_page", 0.0) > 0 and rng.random() < cfg["p_page"]:
+        return page_samples(rng, page_photo(rng, seed, faces, cfg), cfg)
     lo, hi = cfg.get("photo_scale", (1.0, 1.0))
     scale = float(rng.uniform(lo, hi)) if hi < 1 or lo < 1 else 1.0
     if rng.random() < cfg["p_nocard"]:
@@ -171,6 +176,72 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
             out.append((zview, targets(None, size)))
         else:
             out.append((zview, targets(_apply(zm, photo.corners), size)))
+    return out
+
+
+def page_photo(rng: np.random.Generator, seed: int, faces: list[Path], cfg: dict[str, Any]) -> PagePhoto:
+    """A binder page (any of `training.pages.GRIDS`, `page_back_p` of its pockets face down) or, with
+    `p_spread`, a table spread, standard or (with `p_page_hard`) hard, at a scale drawn from `page_scale`
+    of 12 MP."""
+    chosen = rng.choice(len(faces), size=12, replace=len(faces) < 12)
+    cards = [(faces[int(i)].parent.name, read_face(faces[int(i)])) for i in chosen]
+    scale = float(rng.uniform(*cfg.get("page_scale", (0.3, 0.45))))
+    hard: Literal["standard", "hard"] = "hard" if rng.random() < cfg.get("p_page_hard", 0.5) else "standard"
+    if rng.random() < cfg.get("p_spread", 0.4):
+        return make_spread_photo(cards, seed, None, hard, scale)
+    grid = GRIDS[int(rng.integers(len(GRIDS)))]
+    return make_page_photo(cards, seed, grid, hard, scale, cfg.get("page_back_p", POCKET_BACK_P))
+
+
+def object_targets(quad: np.ndarray, size: int, face_up: bool) -> np.ndarray:
+    """`targets` of a card lying face up, or of a card back: the card's mask alone, no name or number
+    band (a back has neither), which is how the page detector tells the scanner it saw a back."""
+    out = targets(quad, size)
+    if not face_up:
+        out[1:] = 0
+    return out
+
+
+def union_targets(objects: list[tuple[np.ndarray, bool]], size: int) -> np.ndarray:
+    """`object_targets` of every (quad, face up) in one view: each map the most any card gives it."""
+    out = np.zeros((3, size, size), np.float32)
+    for quad, face_up in objects:
+        np.maximum(out, object_targets(quad, size, face_up), out=out)
+    return out
+
+
+def page_samples(
+    rng: np.random.Generator, photo: PagePhoto, cfg: dict[str, Any]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A page's views: `page_crops` windows of the photo letterboxed to a side drawn from `page_view` (the
+    page detector's whole-photo view is that large, so a card there is as many pixels as in training),
+    every card object marked (faces and backs: a back is a card to find, marked without the name and
+    number bands a face has, which is how the scanner tells it is a back); then
+    `zooms` zoomed views, each around one card with only that card marked, as the zoomed pass expects
+    (`CardDetector._accept` judges the card the view was drawn for, with its neighbours at the edges)."""
+    size = cfg["input_size"]
+    objects = [(card.corners, card.kind == "card") for card in photo.cards if card.kind != "empty"]
+    lo, hi = cfg.get("page_view", (448, 896))
+    side = int(rng.integers(lo, hi + 1))
+    canvas, m = letterbox(photo.image, side)
+    in_view = [(_apply(m, quad), face_up) for quad, face_up in objects]
+    h, w = canvas.shape[:2]
+    out = []
+    for _ in range(cfg.get("page_crops", 2)):
+        x0, y0 = int(rng.integers(0, max(1, w - size + 1))), int(rng.integers(0, max(1, h - size + 1)))
+        view = np.full((size, size, 3), PAD_VALUE, np.uint8)
+        crop = canvas[y0 : y0 + size, x0 : x0 + size]
+        view[: crop.shape[0], : crop.shape[1]] = crop
+        out.append((view, union_targets([(q - [x0, y0], up) for q, up in in_view], size)))
+    for _ in range(cfg["zooms"]):
+        if not objects:
+            guess = random_quad(rng, photo.image.shape)
+            zview, _ = zoom_view(photo.image, guess, size, cfg["zoom_fill"])
+            out.append((zview, targets(None, size)))
+            continue
+        quad, face_up = objects[int(rng.integers(len(objects)))]
+        zview, zm = zoom_view(photo.image, perturb(rng, quad, cfg), size, cfg["zoom_fill"])
+        out.append((zview, object_targets(_apply(zm, quad), size, face_up)))
     return out
 
 

@@ -662,9 +662,15 @@ function setUpScan() {
     button.disabled = true;
     const body = new FormData();
     body.append("image", file, file.name || "photo.jpg");
+    const many = document.getElementById("scan-many").checked;
     try {
-      const data = await api("/v1/scan", { method: "POST", body });
-      result.replaceChildren(scanAnswer(data));
+      if (many) {
+        const data = await api("/v1/scan/page", { method: "POST", body });
+        result.replaceChildren(pageAnswer(data, preview));
+      } else {
+        const data = await api("/v1/scan", { method: "POST", body });
+        result.replaceChildren(scanAnswer(data));
+      }
     } catch (error) {
       result.replaceChildren();
       reportFailure(error);
@@ -715,6 +721,47 @@ function scanAnswer(data) {
       ),
     ),
   );
+}
+
+// A page of many cards (/v1/scan/page): the photo with each card's outline and number drawn on it, and
+// each number's answer beside it.
+const PLACES = {
+  card_back: "A card lying face down.",
+  empty_slot: "An empty pocket: no card found here.",
+};
+
+function pageAnswer(data, preview) {
+  const width = preview.naturalWidth || 1;
+  const height = preview.naturalHeight || 1;
+  const drawing = svg("svg", { class: "page-outlines", viewBox: `0 0 ${width} ${height}`, role: "img" });
+  drawing.setAttribute("aria-label", `the photo with ${data.cards.length} numbered outlines`);
+  drawing.append(svg("image", { href: preview.src, x: "0", y: "0", width: String(width), height: String(height) }));
+  const stroke = Math.max(2, Math.round(Math.max(width, height) / 300));
+  data.cards.forEach((card, i) => {
+    const points = card.corners.map(([x, y]) => `${x},${y}`).join(" ");
+    const kind = card.matches.length ? "found" : card.unidentified ? card.unidentified.reason : "none";
+    drawing.append(svg("polygon", { points, class: `outline outline-${kind}`, "stroke-width": String(stroke), "data-number": String(i + 1) }));
+    const [cx, cy] = card.corners.reduce(([sx, sy], [x, y]) => [sx + x / 4, sy + y / 4], [0, 0]);
+    drawing.append(svg("text", { x: String(cx), y: String(cy), class: "outline-number", "font-size": String(stroke * 14) }, String(i + 1)));
+  });
+  const heading =
+    `${data.cards.filter((c) => c.matches.length).length} of ${data.cards.length} places named` +
+    (data.layout === "grid" ? ` on a page of ${data.grid.rows} × ${data.grid.cols} pockets` : "") +
+    (data.truncated ? " (more cards than 24: the largest are shown)" : "");
+  const items = data.cards.map((card, i) =>
+    el(
+      "li",
+      { class: "page-card", "data-number": String(i + 1), "data-card-id": card.matches.length === 1 ? card.matches[0].card.id : null },
+      el("strong", { text: `${i + 1}${card.slot ? ` (row ${card.slot.row}, pocket ${card.slot.col})` : ""}: ` }),
+      card.matches.length
+        ? card.matches.map((match, k) =>
+            el("a", { href: `#/card/${encodeURIComponent(match.card.id)}`, text: `${k ? " or " : ""}${match.card.name} (${match.card.id})` }),
+          )
+        : el("span", { class: "muted", text: PLACES[card.unidentified.reason] || REASONS[card.unidentified.reason] || card.unidentified.message }),
+      card.matches.length ? el("span", {}, " ", tierBadge(card.analysis.tier)) : null,
+    ),
+  );
+  return el("div", { class: "page" }, el("h2", { text: heading }), drawing, el("ol", { class: "page-cards" }, items));
 }
 
 const TIERS = {

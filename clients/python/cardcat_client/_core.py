@@ -92,33 +92,33 @@ ScanSource = bytes | bytearray | memoryview | os.PathLike[str] | ScanFile | str
 URL_SCHEMES = ("https://", "http://")
 
 
-def scan_call(source: ScanSource) -> Call:
-    """`POST /v1/scan` for a photo given as bytes, a binary file object, a `pathlib.Path`, or an
-    `https://` URL (a `str`) the server fetches.
+def scan_call(source: ScanSource, path: str = "/v1/scan") -> Call:
+    """`POST /v1/scan` (or `path`: `/v1/scan/page`) for a photo given as bytes, a binary file object, a
+    `pathlib.Path`, or an `https://` URL (a `str`) the server fetches.
 
     A `str` is never opened as a file: before 0.2 any string that was not a URL was read from the local
     disk and uploaded, so a URL-like value from an untrusted source (`"/etc/passwd"`, `"~/.ssh/id_rsa"`
     after a typo in the scheme) sent a local file to the server. Now such a string raises `TypeError`
     before anything is read or sent; wrap a path in `Path(...)` to upload it."""
     if isinstance(source, bytes | bytearray | memoryview):
-        return _upload("photo", bytes(source))
+        return _upload("photo", bytes(source), path)
     if isinstance(source, str):
         if not source[:8].lower().startswith(URL_SCHEMES):
             raise TypeError(
                 "scan() takes a str only as an http(s) URL for the server to fetch; "
                 "pass pathlib.Path(...) to upload a local file, or the photo's bytes"
             )
-        return Call("POST", "/v1/scan", idempotent=False, json={"url": source})
+        return Call("POST", path, idempotent=False, json={"url": source})
     if isinstance(source, os.PathLike):
-        path = Path(source)
-        return _upload(path.name, path.read_bytes())
+        file = Path(source)
+        return _upload(file.name, file.read_bytes(), path)
     read = getattr(source, "read", None)
     if callable(read):
         data = read()
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError("scan() needs a file opened in binary mode ('rb'), not text")
         name = getattr(source, "name", None)
-        return _upload(Path(name).name if isinstance(name, str) and name else "photo", bytes(data))
+        return _upload(Path(name).name if isinstance(name, str) and name else "photo", bytes(data), path)
     raise TypeError(
         f"scan() takes bytes, a binary file, a pathlib.Path or an http(s) URL, not {type(source)}"
     )
@@ -177,8 +177,8 @@ def _photo_part(photo: PhotoSource, index: int) -> Part:
     raise TypeError(f"add_photos() takes bytes, binary files or pathlib.Paths, not {type(photo)}")
 
 
-def _upload(name: str, data: bytes) -> Call:
-    return Call("POST", "/v1/scan", idempotent=False, files={"image": _part(name, data)})
+def _upload(name: str, data: bytes, path: str) -> Call:
+    return Call("POST", path, idempotent=False, files={"image": _part(name, data)})
 
 
 def _part(name: str, data: bytes) -> Part:

@@ -178,6 +178,11 @@ class AsyncCardcatClient(ClientBase[httpx.AsyncClient]):
         which the server refused before reading)."""
         return models.ScanResult.model_validate(await self._send(scan_call(source)))
 
+    async def scan_page(self, source: ScanSource) -> models.PageResult:
+        """Name every card in one photo (a binder page, cards on a table), each with its corners and, on
+        a page, its pocket; takes what `scan` takes, and counts as one request."""
+        return models.PageResult.model_validate(await self._send(scan_call(source, "/v1/scan/page")))
+
     # --- scan batches (docs/batches.md) ----------------------------------------------------------
 
     async def create_batch(

@@ -173,6 +173,11 @@ class CardcatClient(ClientBase[httpx.Client]):
         which the server refused before reading)."""
         return models.ScanResult.model_validate(self._send(scan_call(source)))
 
+    def scan_page(self, source: ScanSource) -> models.PageResult:
+        """Name every card in one photo (a binder page, cards on a table), each with its corners and, on
+        a page, its pocket; takes what `scan` takes, and counts as one request."""
+        return models.PageResult.model_validate(self._send(scan_call(source, "/v1/scan/page")))
+
     # --- scan batches (docs/batches.md) ----------------------------------------------------------
 
     def create_batch(

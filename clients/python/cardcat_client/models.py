@@ -274,6 +274,43 @@ class ScanResult(Model):
     unidentified: Unidentified | None
 
 
+class PageUnidentified(Model):
+    # As a single scan's, and `card_back` (a card face down) or `empty_slot` (a pocket with no card).
+    reason: Literal["print_unreadable", "no_confident_match", "card_back", "empty_slot"]
+    message: str
+
+
+class PageSlot(Model):
+    row: int
+    col: int
+
+
+class PageCard(Model):
+    """One card of a page: its corners (`[x, y]` photo px, clockwise from its top-left), its pocket on a
+    binder page, and what a single scan of it answers."""
+
+    corners: list[list[float]]
+    slot: PageSlot | None = None
+    analysis: ScanAnalysis
+    matches: list[ScanMatch]
+    unidentified: PageUnidentified | None
+
+
+class PageGrid(Model):
+    rows: int
+    cols: int
+
+
+class PageResult(Model):
+    """`POST /v1/scan/page`: every card in the photo in reading order (`grid`: by pocket, empty pockets
+    included), at most 24 (`truncated` when there were more)."""
+
+    cards: list[PageCard]
+    layout: Literal["grid", "free"]
+    grid: PageGrid | None
+    truncated: bool
+
+
 class BatchPhotos(Model):
     total: int
     answered: int

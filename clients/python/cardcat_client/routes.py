@@ -34,6 +34,7 @@ ROUTES: dict[str, Route] = {
     "product": Route("GET", "/v1/products/{product_id}", models.Product),
     "movers": Route("GET", "/v1/movers", models.CardSummary, paged=True),
     "scan": Route("POST", "/v1/scan", models.ScanResult),
+    "scan_page": Route("POST", "/v1/scan/page", models.PageResult),
     "health": Route("GET", "/health", models.Health),
     # Issue 14, written to its contract (see the marked section of models.py).
     "card_prices": Route("GET", "/v1/cards/{card_id}/prices", models.CardPriceHistory),

@@ -1,0 +1,156 @@
+"""The page detector (#48): every card in one photo (a binder page, cards on a table), not one card.
+
+The single-card detector's network and passes (`models.detector.CardDetector`), with its own weights
+(`models/weights/page_detector.pt`, trained by `training/detector/cpu-pages.yaml` to mask every card of a
+photo, and a card back without the name and number bands of a face) and its own first look: the whole
+photo at `page_input` px, then a zoomed look at every card-like blob and, round by round, at the pockets
+beside each card found. `serve_app.stages.locate_page` runs it for `POST /v1/scan/page`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from models.detector import WEIGHTS, CardDetector, Find, Pixels, _letterbox, _pyramid, _size
+from models.quads import apply, fit_quads, orient
+from models.sessions import Backend
+
+PAGE_WEIGHTS = WEIGHTS.with_name("page_detector.pt")
+# Every card of a photo (`locate_all`): a blob smaller than this share of the page view is not a card (a
+# card of a 3x4 binder page filling the frame is ~2% of it); two finds covering more than PAGE_OVERLAP of
+# the smaller one are the same card.
+PAGE_MIN_AREA = 0.0015
+PAGE_OVERLAP = 0.5
+# The page view's card map is eroded by this many px (a disc) before its blobs are fitted, at each of these
+# thresholds; a neighbour's place already covered by more than PAGE_SEEN of a found card is not looked at;
+# a card's neighbours are looked for up to PAGE_ROUNDS - 1 times (a 3x4 page from one corner card: 3).
+PAGE_ERODE = 7
+PAGE_THRESHOLDS = (0.5, 0.8)
+PAGE_SEEN = 0.3
+PAGE_ON_CARD = 0.5  # the card map's value at a neighbour's centre for it to be looked at
+PAGE_ROUNDS = 4
+# A pocket's pitch over the card's own side: training.pages draws pockets 1.03-1.06 of the card and
+# seams of 3-5% of a pocket.
+PAGE_PITCH = 1.09
+
+
+@dataclass(frozen=True)
+class PageFind:
+    """One card of a page (`CardDetector.locate_all`): its quad (TL, TR, BR, BL, photo px), its band
+    evidence (`Find`) and whether that says it lies face up (a card back shows no name or number band)."""
+
+    quad: np.ndarray
+    bands: float
+    face_up: bool
+
+
+class PageDetector(CardDetector):
+    """`CardDetector` with `locate_all`; loads the page detector's weights unless told others."""
+
+    def __init__(
+        self,
+        weights: Path | None = None,
+        device: str = "cpu",
+        backend: Backend | None = None,
+        *,
+        load: bool = True,
+    ) -> None:
+        super().__init__(weights if weights is not None else PAGE_WEIGHTS, device, backend, load=load)
+
+    def locate_all(self, image: Pixels, limit: int = 48) -> list[PageFind]:
+        """Every card in one photo (#48: a binder page, a table spread), up to `limit`, largest first, each
+        TL,TR,BR,BL in photo px as `locate_batch` orients them, and whether it lies face up. The whole
+        photo is seen once at `page_input` px, so a card of a 12-pocket page is ~100 px tall there; every
+        card-like blob of that view gets the zoomed passes, in one batch a pass, and keeps the find the
+        zoomed view accepts. Then, round by round, the places beside each card found (a pocket's pitch
+        along its sides) are looked at too: cards side by side in pockets touch in the whole-photo view's
+        mask, and a blob of two or three of them fits no quad, but each pocket's zoomed view sees one card.
+        Meant for the page detector (`models/weights/page_detector.pt`), trained to mask every card, and
+        to mark a card back without the name and number bands of a face; the single-card detector masks
+        one card a photo."""
+        self.load()
+        cfg = self.cfg
+        photo = _pyramid(image)
+        h, w = _size(photo)
+        view, m = _letterbox(photo, cfg.page_input)
+        probs = self._infer_views([view])[0]
+        kept: list[Find] = []
+        looked: list[np.ndarray] = []
+        candidates = self._page_candidates(probs, m)
+        for _ in range(PAGE_ROUNDS):
+            fresh: list[np.ndarray] = []
+            for q in candidates:
+                if any(overlap(q, k[0]) > PAGE_SEEN for k in kept):
+                    continue
+                if not any(overlap(q, seen) > PAGE_OVERLAP for seen in looked):
+                    fresh.append(q)
+                    looked.append(q)
+            if not fresh:
+                break
+            finds = [r for _, r in self._zoom([photo], [(0, q) for q in fresh]) if r is not None]
+            for _ in range(max(1, cfg.page_refine_passes or cfg.refine_passes) - 1):
+                again = self._zoom([photo], [(0, f[0]) for f in finds])
+                finds = [r if r is not None else f for f, (_, r) in zip(finds, again, strict=True)]
+            added = []
+            for find in sorted(finds, key=lambda f: -f[1]):
+                if all(overlap(find[0], k[0]) < PAGE_OVERLAP for k in kept):
+                    kept.append(find)
+                    added.append(find)
+            # A neighbour's place is looked at only where the whole-photo view saw card there: not in an
+            # empty pocket, off the page or on the table.
+            candidates = [
+                q for f in added for q in _neighbours(f[0]) if _inside(q, w, h) and _on_card(probs[0], m, q)
+            ]
+        kept.sort(key=lambda f: -abs(_area(f[0])))
+        return [PageFind(quad, bands, bands >= cfg.page_face_bands) for quad, _, bands in kept[:limit]]
+
+    def _page_candidates(self, probs: np.ndarray, m: np.ndarray) -> list[np.ndarray]:
+        """Card-like blobs of the page view's maps as oriented quads in photo px: the card map eroded a
+        little first (pockets' cards touch there; the zoomed pass finds each card's own edges again), at
+        two thresholds (a low one outlines faint cards, a high one splits touching ones)."""
+        cfg = self.cfg
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (PAGE_ERODE, PAGE_ERODE))
+        card = cv2.erode(probs[0], kernel)
+        back = np.linalg.inv(m)
+        quads: list[np.ndarray] = []
+        for threshold in PAGE_THRESHOLDS:
+            quads += fit_quads(card, PAGE_MIN_AREA, cfg.min_fit * 0.9, threshold, cfg.page_close, 64, True)
+        return [apply(back, orient(q, probs[1:], apply(back, q), cfg.geo)) for q in quads]
+
+
+def _neighbours(quad: np.ndarray) -> list[np.ndarray]:
+    """Where the cards beside this one would lie in a binder page's pockets: the quad moved a pocket's
+    pitch (`PAGE_PITCH` of its own side) along each of its sides."""
+    across, down = quad[1] - quad[0], quad[3] - quad[0]
+    steps = (across, -across, down, -down)
+    return [(quad + PAGE_PITCH * step).astype(np.float32) for step in steps]
+
+
+def _on_card(card: np.ndarray, m: np.ndarray, quad: np.ndarray) -> bool:
+    """Whether the page view's card map (`m`: photo px -> view px) is sure of a card at the quad's
+    centre."""
+    x, y = apply(m, quad.mean(0, keepdims=True))[0]
+    row, col = round(float(y)), round(float(x))
+    return 0 <= row < card.shape[0] and 0 <= col < card.shape[1] and card[row, col] >= PAGE_ON_CARD
+
+
+def _inside(quad: np.ndarray, w: int, h: int) -> bool:
+    """Whether the quad's centre lies in the photo."""
+    cx, cy = quad.mean(0)
+    return 0 <= cx < w and 0 <= cy < h
+
+
+def _area(quad: np.ndarray) -> float:
+    x, y = quad[:, 0], quad[:, 1]
+    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection of two convex quads over the smaller one's area: one card found twice is ~1, two
+    overlapping cards of a spread at most `SPREAD_OVERLAP` of the lower one (training.pages)."""
+    inter, _ = cv2.intersectConvexConvex(a.astype(np.float32), b.astype(np.float32))
+    return float(inter) / max(min(abs(_area(a)), abs(_area(b))), 1e-6)
