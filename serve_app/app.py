@@ -405,9 +405,9 @@ class ScanService:
 
     async def __call__(self, request: Request) -> JSONResponse:
         """`POST /scan` on Ray's HTTP proxy: the photo's bytes as the body (`POST /scan/page`: every card
-        in it, #48). The proxy is off unless an
-        operator turns it on for an ingress elsewhere (`CARDCAT_SCAN_PORT`, or a Serve config, which
-        `deploy/k8s/networkpolicy.yaml` opens to the API pods only), and it holds the ingress's cap."""
+        in it, #48). The proxy is off unless an operator turns it on for an ingress elsewhere
+        (`CARDCAT_SCAN_PORT`, or a Serve config, which `deploy/k8s/networkpolicy.yaml` opens to the API
+        pods only), and it holds the ingress's cap."""
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
