@@ -314,6 +314,8 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         r = orient_roll(q, scores, apply(back, q), cfg.geo)
         # The oriented quad's top band is side r of q, its bottom side r + 2 (orient_roll).
         top_and_bottom = float(scores[0, r] + scores[1, (r + 2) % 4])
+        if top_and_bottom < cfg.min_bands:  # no name or number band: a back, a pocket, not a face
+            return None
         return apply(back, np.roll(q, -r, axis=0)), inside + 0.5 * top_and_bottom, top_and_bottom
 
     def locate(self, image: np.ndarray) -> np.ndarray | None:

@@ -52,6 +52,11 @@ class DetectorConfig:
     # unchanged; no-card photos pay four more views (3x3 windows of 0.45: 99.3% within 5%, nine views).
     search_tiles: int = 2
     search_span: float = 0.6
+    # A zoomed find whose band evidence (top band on its top side plus bottom band on its bottom, 0-2) is
+    # below this is not a card's face (0: off). Card backs, empty pockets and holders carry no name or
+    # number band, and the shipped detector's finds in such scenes mostly score below 1 where its card
+    # finds score 1.3 or more (docs/hard-photos.md, "What is left"); not yet chosen (#43).
+    min_bands: float = 0.0
     # Every card of a photo (`PageDetector.locate_all`, #48): the whole photo letterboxed to `page_input`
     # px, so that each card of a 3x4 binder page is ~100 px tall, as in the page detector's training
     # (training/detector/cpu-pages.yaml); blobs closed by `page_close` px at most (more merges pockets).
