@@ -1,8 +1,9 @@
 """The page detector (#48): every card in one photo (a binder page, cards on a table), not one card.
 
 The single-card detector's network and passes (`models.detector.CardDetector`), with its own weights
-(`models/weights/page_detector.pt`, trained by `training/detector/cpu-pages.yaml` to mask every card of a
-photo, and a card back without the name and number bands of a face) and its own first look: the whole
+(`models/weights/page_detector.pt`, trained by `training/detector/cpu-pages.yaml` and
+`cpu-pages-more.yaml` to mask every card of a photo, and a card back without the name and number bands
+of a face) and its own first look: the whole
 photo at `page_input` px, then a zoomed look at every card-like blob and, round by round, at the pockets
 beside each card found. `serve_app.stages.locate_page` runs it for `POST /v1/scan/page`.
 """
@@ -40,7 +41,7 @@ PAGE_PITCH = 1.09
 
 @dataclass(frozen=True)
 class PageFind:
-    """One card of a page (`CardDetector.locate_all`): its quad (TL, TR, BR, BL, photo px), its band
+    """One card of a page (`PageDetector.locate_all`): its quad (TL, TR, BR, BL, photo px), its band
     evidence (`Find`) and whether that says it lies face up (a card back shows no name or number band)."""
 
     quad: np.ndarray
@@ -69,9 +70,8 @@ class PageDetector(CardDetector):
         zoomed view accepts. Then, round by round, the places beside each card found (a pocket's pitch
         along its sides) are looked at too: cards side by side in pockets touch in the whole-photo view's
         mask, and a blob of two or three of them fits no quad, but each pocket's zoomed view sees one card.
-        Meant for the page detector (`models/weights/page_detector.pt`), trained to mask every card, and
-        to mark a card back without the name and number bands of a face; the single-card detector masks
-        one card a photo."""
+        The page detector's weights mask every card and mark a back without bands; the single-card
+        detector's mask one card a photo, so they find few cards of a page here."""
         self.load()
         cfg = self.cfg
         photo = _pyramid(image)
