@@ -238,7 +238,8 @@ class ScanPipeline:
                 row, col = layout.slots[i]
                 card["slot"] = {"row": row, "col": col}
             cards.append(card)
-        for (row, col), quad in layout.empty or []:
+        # A page cut to its largest cards lists no empty pocket: the cards left out may lie there.
+        for (row, col), quad in [] if page.truncated else layout.empty or []:
             place: PageCardDecision = {
                 "corners": _points(quad),
                 "slot": {"row": row, "col": col},

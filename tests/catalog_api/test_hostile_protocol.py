@@ -236,6 +236,9 @@ def probes(server: Service, files: dict[str, str]) -> dict[tuple[str, str], list
         {"url": "/v1/bulk"},
     ]
     table[("post", "/v1/scan")] = [{"url": "/v1/scan", "headers": key, "json": {"url": "https://h/"}}]
+    table[("post", "/v1/scan/page")] = [
+        {"url": "/v1/scan/page", "headers": key, "json": {"url": "https://h/"}}
+    ]
     # Scan batches: no scanner here, so no batch can be made; what a catalog-only server sends is checked
     # (test_batches.py, with the scanner, sends the rest).
     batch = "/v1/scan/batches/bat_" + "0" * 24
