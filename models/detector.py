@@ -71,6 +71,7 @@ class FirstLook:
 class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
 
+    default_weights = WEIGHTS  # what `weights=None` loads
     cfg: DetectorConfig
     version: str
     net: nn.Module  # the torch path only
@@ -89,7 +90,7 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         either way, for its version, which a Triton model or an ONNX export must carry. The inference knobs
         come from the weights file, or from the ONNX export's metadata (`Backend(kind="onnx")`: this
         process then never imports torch)."""
-        self.weights = Path(weights) if weights is not None else WEIGHTS
+        self.weights = Path(weights) if weights is not None else self.default_weights
         self.device = str(device)
         self.backend = backend or Backend()
         self._training: tuple[nn.Module, DetectorConfig] | None = None

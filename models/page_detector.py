@@ -11,14 +11,12 @@ beside each card found. `serve_app.stages.locate_page` runs it for `POST /v1/sca
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import cv2
 import numpy as np
 
 from models.detector import WEIGHTS, CardDetector, Find, Pixels, _letterbox, _pyramid, _size
 from models.quads import apply, fit_quads, orient
-from models.sessions import Backend
 
 PAGE_WEIGHTS = WEIGHTS.with_name("page_detector.pt")
 # Every card of a photo (`locate_all`): a blob smaller than this share of the page view is not a card (a
@@ -52,15 +50,7 @@ class PageFind:
 class PageDetector(CardDetector):
     """`CardDetector` with `locate_all`; loads the page detector's weights unless told others."""
 
-    def __init__(
-        self,
-        weights: Path | None = None,
-        device: str = "cpu",
-        backend: Backend | None = None,
-        *,
-        load: bool = True,
-    ) -> None:
-        super().__init__(weights if weights is not None else PAGE_WEIGHTS, device, backend, load=load)
+    default_weights = PAGE_WEIGHTS
 
     def locate_all(self, image: Pixels, limit: int = 48) -> list[PageFind]:
         """Every card in one photo (#48: a binder page, a table spread), up to `limit`, largest first, each

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import cast
 
 from core.scan_contract import (
@@ -51,38 +52,30 @@ class ServeHandleScanClient:
         self.thresholds_due = 0.0
 
     async def scan(self, photo: bytes, background: bool = False) -> ScanDecision:
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                answer: ScanAnswer = await asyncio.wait_for(self._call(photo, background), CALL_TIMEOUT_S)
-                break
-            except TimeoutError:
-                log.warning("scanner call unanswered after %.0f s", CALL_TIMEOUT_S)
-                raise unavailable("The scanner is not answering right now; please retry.") from None
-            except Exception as error:  # a replica that died, an app being redeployed: Ray's many types
-                log.warning("scanner call failed (attempt %d): %s", attempt, type(error).__name__)
-        else:
-            raise unavailable("The scanner failed to answer; please retry.")
-        if "error" in answer:
-            raise refusal_error(cast(ScanRefusal, answer)["error"])
-        return cast(ScanDecision, answer)
+        return cast(ScanDecision, await self._answer(lambda: self._call(photo, background), "scan"))
 
     async def scan_page(self, photo: bytes) -> PageDecision:
         """Every card in the photo (#48), with the same retries and errors as `scan`."""
+        return cast(PageDecision, await self._answer(lambda: self._call_page(photo), "page"))
+
+    async def _answer(
+        self, call: Callable[[], Awaitable[ScanAnswer | PageAnswer]], what: str
+    ) -> ScanAnswer | PageAnswer:
+        """`call`'s answer, tried again once after a failure; a refusal raised as its API error."""
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                await self._refresh()
-                answer: PageAnswer = await asyncio.wait_for(self.pipeline.scan_page(photo), CALL_TIMEOUT_S)
+                answer = await asyncio.wait_for(call(), CALL_TIMEOUT_S)
                 break
             except TimeoutError:
-                log.warning("scanner page call unanswered after %.0f s", CALL_TIMEOUT_S)
+                log.warning("scanner %s call unanswered after %.0f s", what, CALL_TIMEOUT_S)
                 raise unavailable("The scanner is not answering right now; please retry.") from None
-            except Exception as error:
-                log.warning("scanner page call failed (attempt %d): %s", attempt, type(error).__name__)
+            except Exception as error:  # a replica that died, an app being redeployed: Ray's many types
+                log.warning("scanner %s call failed (attempt %d): %s", what, attempt, type(error).__name__)
         else:
             raise unavailable("The scanner failed to answer; please retry.")
         if "error" in answer:
             raise refusal_error(cast(ScanRefusal, answer)["error"])
-        return cast(PageDecision, answer)
+        return answer
 
     async def _refresh(self) -> None:
         """The app's fusion thresholds and first-look setting, asked for at most every
@@ -96,6 +89,10 @@ class ServeHandleScanClient:
     async def _call(self, photo: bytes, background: bool) -> ScanAnswer:
         await self._refresh()
         return await self.pipeline.scan_photo(photo, background)
+
+    async def _call_page(self, photo: bytes) -> PageAnswer:
+        await self._refresh()
+        return await self.pipeline.scan_page(photo)
 
     async def aclose(self) -> None:
         return None

@@ -8,8 +8,9 @@ Photos are held in memory only, never written or logged.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -31,6 +32,7 @@ from catalog_api.kit.params import Lang
 from catalog_api.kit.schemas import ERRORS, Envelope, ErrorEnvelope
 from catalog_api.scan.admission import ScanSlots
 from catalog_api.scan.answers import outcome_of, page_answer, scan_answer
+from catalog_api.scan.client import ScanClient
 from catalog_api.scan.intake import read_scan_upload
 from catalog_api.scan.resolver import make_resolver
 from catalog_api.scan.scanning import Scanning, ScanningState
@@ -41,6 +43,7 @@ from core.photo import probe_image
 from core.scan_contract import ScanDecision
 
 router = APIRouter(prefix="/v1", tags=["scan"])
+Answer = TypeVar("Answer")
 SCAN_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     413: {"model": ErrorEnvelope, "description": "payload_too_large"},
@@ -91,16 +94,29 @@ async def scan(request: Request, context: Context, scanning: ScanningState, lang
 async def _scan(
     request: Request, context: AppContext, scanning: Scanning, language: str | None
 ) -> dict[str, Any]:
+    decision = await _with_photo(request, context, scanning, lambda scanner, data: scanner.scan(data))
+    _observe_stages(decision)
+    return await scan_answer(context, decision, language)
+
+
+async def _with_photo(
+    request: Request,
+    context: AppContext,
+    scanning: Scanning,
+    scan: Callable[[ScanClient, bytes], Awaitable[Answer]],
+) -> Answer:
+    """`scan` on the request's photo (`POST /v1/scan` and `/v1/scan/page` alike): under one of this app's
+    scan slots, taken before the body is read (see catalog_api.scan.admission); the photo is read (the
+    10 MB cap, or the URL fetched), its header checked, and it leaves this worker's memory with its slot."""
     if scanning.scanner is None:
         raise ScanUnavailable("Scanning is not configured on this deployment.")
     slots, policy = _intake(request, context, scanning)
-    with slots.hold():  # before the body is read: see catalog_api.scan.admission
+    with slots.hold():
         data = await read_scan_upload(request, policy)
         await run_in_threadpool(probe_image, data)
-        decision = await scanning.scanner.scan(data)
-        del data  # the photo leaves this worker's memory with its slot
-    _observe_stages(decision)
-    return await scan_answer(context, decision, language)
+        answer = await scan(scanning.scanner, data)
+        del data
+    return answer
 
 
 @router.post(
@@ -128,14 +144,7 @@ async def scan_page(
 async def _scan_page(
     request: Request, context: AppContext, scanning: Scanning, language: str | None
 ) -> dict[str, Any]:
-    if scanning.scanner is None:
-        raise ScanUnavailable("Scanning is not configured on this deployment.")
-    slots, policy = _intake(request, context, scanning)
-    with slots.hold():
-        data = await read_scan_upload(request, policy)
-        await run_in_threadpool(probe_image, data)
-        page = await scanning.scanner.scan_page(data)
-        del data
+    page = await _with_photo(request, context, scanning, lambda scanner, data: scanner.scan_page(data))
     return await page_answer(context, page, language)
 
 
