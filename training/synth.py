@@ -58,6 +58,9 @@ class Photo:
     corners: np.ndarray | None
     card_id: str | None = None
     jpeg: bytes | None = None  # the photo as its simulated phone encoded it (hard bucket only)
+    # #43: a card lying face down in a no-card photo (`make_empty_photo`'s backs), TL,TR,BR,BL in photo px,
+    # so a detector can be taught to find it as a card without a face's bands (`mark_backs`)
+    back: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -555,12 +558,18 @@ def make_photo(
 
 
 def photo_view(
-    face: np.ndarray, seed: int, difficulty: Difficulty, scale: float, corner_error: float
+    face: np.ndarray,
+    seed: int,
+    difficulty: Difficulty,
+    scale: float,
+    corner_error: float,
+    look: HardLook | None = None,
 ) -> np.ndarray:
     """The scanner's view of a synthetic phone photo of `face`: rectified from its true corners, each moved
     by up to `corner_error` of the card's height (what the detector leaves), upright. The embedder's and
-    the reader's training and evaluations share it, so they see the photos the scanner would."""
-    photo = make_photo(face, seed, difficulty, scale=scale)
+    the reader's training and evaluations share it, so they see the photos the scanner would. `look` as
+    `make_photo`'s (hard and harsh)."""
+    photo = make_photo(face, seed, difficulty, scale=scale, look=look)
     assert photo.corners is not None
     rng = np.random.default_rng([seed, 7])
     height = float(np.linalg.norm(photo.corners[3] - photo.corners[0]))
@@ -681,7 +690,8 @@ HARSH_TABLE_GLOSS = (0.05, 0.5)  # how much of the reflection the table beside t
 # Each effect draws its details from its own random stream, so switching one on or off (`look`) leaves
 # the rest of the photo as it was.
 _STREAMS = (
-    "scene", "card", "glare", "pose", "touching", "lookalikes", "finger", "light", "blur", "noise", "lamp"
+    "scene", "card", "glare", "pose", "touching", "lookalikes", "finger", "light", "blur", "noise", "lamp",
+    "holder",
 )  # fmt: skip
 CARD_ASPECT = FACE_H / FACE_W
 
@@ -706,6 +716,7 @@ class HardLook:
     lookalikes: int
     lamp: float = 0.0  # harsh only: the lamp reflection's peak in exposures (0: none)
     lamp_spot: str | None = None  # a HARSH_LAMP_SPOTS entry
+    holder: str | None = None  # a HOLDERS entry: never drawn from a seed; set by a caller (`p_holder`)
 
 
 def _draw_look(rng: np.random.Generator) -> HardLook:
@@ -803,6 +814,9 @@ def _hard_photo(
         rgb, alpha, off = _bare_card(rng["card"], face.astype(np.float32))
     if look.glare is not None:
         _glare_bands(rng["glare"], rgb, off, fh, look.glare)
+    if look.holder is not None:
+        rgb, alpha, margin = _in_holder(rng["holder"], rgb, alpha, look.holder)
+        off += margin
     inner = np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32) + off - 0.5
     hom = _pose(rng["pose"], rgb.shape[1], rgb.shape[0], inner, (W, H), look)
     corners = cv2.perspectiveTransform(inner.reshape(-1, 1, 2), hom).reshape(4, 2).astype(np.float32)
@@ -1290,6 +1304,108 @@ def _binder_page(rng: np.random.Generator, fw: int, fh: int) -> tuple[np.ndarray
     return rgb, alpha, 0.0
 
 
+# #43: a card photographed in its holder. The held-out maker's photos of cards in toploaders and binder
+# pockets were the detector's worst (docs/hard-photos.md), and training.synth drew holders only empty.
+HOLDERS = ("toploader", "pocket")
+POCKET_SLIVER = (0.08, 0.3)  # how much of the next pockets a pocket photo shows, of the card's width
+POCKET_NEIGHBOUR_P = 0.5  # a next pocket's sliver holds a card (a back or a look-alike face)
+
+
+def _in_holder(
+    rng: np.random.Generator, rgb: np.ndarray, alpha: np.ndarray, kind: str
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The card layer (`rgb`, `alpha`: a bare or sleeved card) inside a toploader or a binder pocket: the
+    holder's clear plastic over the card and around it, with its thick bright edges (a toploader's walls, a
+    pocket's welded seams) just outside the card's own, which a detector must not take for its outline.
+    Returns the new layer and how far the old one moved into it (px, both ways)."""
+    h, w = alpha.shape
+    plastic, cover, margin = _toploader(rng, w, h) if kind == "toploader" else _pocket(rng, w, h)
+    m = round(margin)
+    card, card_alpha = np.zeros_like(plastic), np.zeros_like(cover)
+    card[m : m + h, m : m + w], card_alpha[m : m + h, m : m + w] = rgb, alpha
+    # The plastic over the card: premultiplied "over", then back to straight colour.
+    out_alpha = cover + card_alpha * (1 - cover)
+    out = plastic * cover[..., None] + card * (card_alpha * (1 - cover))[..., None]
+    return out / np.maximum(out_alpha, 1e-3)[..., None], out_alpha, float(m)
+
+
+def _pocket(rng: np.random.Generator, fw: int, fh: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """A binder pocket for a card layer of fw x fh px: a hazy film, the welded seams around the pocket a
+    little outside the card, and beyond them a sliver of the next pockets, each empty or holding a card (a
+    back, or a card-like face) under the same film. Returns RGB, alpha and the card layer's margin in it."""
+    seam = max(3, round(rng.uniform(0.03, 0.06) * fw))
+    slack = max(1, round(rng.uniform(0.01, 0.03) * fw))
+    sliver = round(rng.uniform(*POCKET_SLIVER) * fw)
+    m = sliver + seam + slack
+    h, w = fh + 2 * m, fw + 2 * m
+    tint = np.asarray(HARD_SLEEVE_TINTS["clear"], np.float32) * rng.uniform(0.85, 1.0)
+    film = float(rng.uniform(0.08, 0.3))
+    rgb = np.zeros((h, w, 3), np.float32) + tint
+    alpha = np.full((h, w), film, np.float32)
+    # The next pockets' slivers (above, right, below, left), some holding a card under the film: each the
+    # edge of that card nearest this pocket, as (rows, columns) here and in the other card.
+    slivers = [
+        ((0, sliver), (m, m + fw), (fh - sliver, fh), (0, fw)),
+        ((m, m + fh), (w - sliver, w), (0, fh), (0, sliver)),
+        ((h - sliver, h), (m, m + fw), (0, sliver), (0, fw)),
+        ((m, m + fh), (0, sliver), (0, fh), (fw - sliver, fw)),
+    ]
+    for (r0, r1), (c0, c1), (o_r0, o_r1), (o_c0, o_c1) in slivers:
+        if sliver < 2 or rng.random() >= POCKET_NEIGHBOUR_P:
+            continue
+        other, _ = _card_back(rng) if rng.random() < 0.5 else _lookalike(rng)
+        other = cv2.resize(other, (fw, fh), interpolation=cv2.INTER_AREA)
+        rgb[r0:r1, c0:c1] = other[o_r0:o_r1, o_c0:o_c1] * (1 - film) + tint * film
+        alpha[r0:r1, c0:c1] = 1.0
+    seam_alpha, seam_colour = float(rng.uniform(0.4, 0.8)), tint * rng.uniform(0.75, 1.0)
+    ring = np.zeros((h, w), np.uint8)
+    cv2.rectangle(ring, (sliver, sliver), (w - 1 - sliver, h - 1 - sliver), 1, seam)
+    rgb[ring > 0] = seam_colour
+    alpha[ring > 0] = np.maximum(alpha[ring > 0], seam_alpha)
+    _streaks(rng, rgb, alpha)
+    return rgb, alpha, float(m)
+
+
+# #43: holofoil. Many real cards are printed on foil, whose rainbow sheen moves with the light; the held-out
+# maker's foil cards were most of its standard-photo misses (docs/hard-photos.md), and training.synth's faces
+# were all plain ink. A property of the card, so it is applied to the face before the photo is made.
+FOIL_PLACES = ("art", "frame", "whole")  # holo (the art window), reverse holo (all but the art), full art
+FOIL_STRENGTH = (0.15, 0.5)  # how far toward the rainbow sheen the foiled area goes
+FOIL_PERIOD = (0.08, 0.35)  # one rainbow's width, of the face's height
+ART_BOX = (40 / FACE_W, 88 / FACE_H, 560 / FACE_W, 420 / FACE_H)  # cardrender's art window, of the face
+
+
+def holofoil(face: np.ndarray, rng: np.random.Generator, place: str | None = None) -> np.ndarray:
+    """`face` (HxWx3 uint8) printed on foil: rainbow bands at a slant, bright and dark as the foil turns
+    to or from the light, and a glitter of sparkles, over the art window, everything but it, or the whole
+    face (`place`, else drawn). Returns a new face; the print stays legible under it."""
+    h, w = face.shape[:2]
+    place = str(rng.choice(FOIL_PLACES)) if place is None else place
+    region = np.zeros((h, w), np.float32)
+    x0, y0, x1, y1 = (round(v * n) for v, n in zip(ART_BOX, (w, h, w, h), strict=True))
+    if place == "art":
+        region[y0:y1, x0:x1] = 1.0
+    else:
+        region[:] = 1.0
+        if place == "frame":
+            region[y0:y1, x0:x1] = 0.0
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    angle = rng.uniform(0, math.pi)
+    t = (xx * math.cos(angle) + yy * math.sin(angle)) / (rng.uniform(*FOIL_PERIOD) * h) + rng.uniform(0, 1)
+    hue = (t % 1.0) * 180
+    hsv = np.stack([hue, np.full_like(hue, rng.uniform(120, 220)), np.full_like(hue, 235)], -1)
+    rainbow = cv2.cvtColor(hsv.astype(np.uint8), cv2.COLOR_HSV2RGB).astype(np.float32)
+    # the foil's facets catch the light unevenly: a slow brightness swell and a glitter of sparkles
+    swell = 0.75 + 0.5 * np.sin(2 * math.pi * (t * rng.uniform(0.2, 0.6)) + rng.uniform(0, 2 * math.pi))
+    glints = (rng.random((h, w)) < rng.uniform(0.001, 0.01)).astype(np.float32)
+    sparkle = cv2.GaussianBlur(glints, (0, 0), 1.0) * 255 * 4
+    strength = rng.uniform(*FOIL_STRENGTH) * region[..., None]
+    base = face.astype(np.float32)
+    foiled = base * (1 - strength) + (0.5 * base + 0.5 * rainbow) * swell[..., None] * strength
+    foiled += (sparkle * region)[..., None] * strength
+    return np.clip(foiled, 0, 255).astype(np.uint8)
+
+
 def empty_object(seed: int) -> str:
     """Which object `make_empty_photo(seed)` draws: one of EMPTY_OBJECTS."""
     rng = np.random.default_rng([seed, _SALT["empty"]])
@@ -1334,7 +1450,7 @@ def make_empty_photo(seed: int, scale: float = 1.0, kind: str | None = None) -> 
         gloss = (alpha > 0.01).astype(np.float32)  # clear plastic mirrors a lamp as a card's gloss does
         lamp = _lamp_reflection(rng["lamp"], gloss, hom, off, (fw, fh), corners, (W, H), look)
     image, data = _phone_camera(rng, img, look, scale, lamp)
-    return Photo(image=image, corners=None, card_id=None, jpeg=data)
+    return Photo(image=image, corners=None, card_id=None, jpeg=data, back=corners if kind == "back" else None)
 
 
 # ------------------------------------------------------------------------------------------ preview

@@ -296,3 +296,54 @@ def test_training_photos_draw_hard_v1_only_when_asked(faces: list[np.ndarray], t
     assert np.array_equal(without[0][0], expect["hard"])
     assert np.array_equal(old[0][0], expect["hard-v1"])
     assert not np.array_equal(old[0][0], without[0][0])
+
+
+def test_card_backs_are_marked_without_bands_only_when_asked(tmp_path: Path) -> None:
+    """#43 `mark_backs`: a card back in an empty scene is marked as a card with no name or number band
+    (what `DetectorConfig.min_bands` refuses), and without the flag it stays a card-free photo, as every
+    earlier config drew it; sleeves, toploaders and binder pages stay card-free either way."""
+    from training.detector.data import photo_samples
+    from training.detector.train import DEFAULTS
+    from training.synth import empty_object, make_empty_photo
+
+    seeds = range(20_000, 20_400)
+    back = next(s for s in seeds if empty_object(s) == "back")
+    sleeve = next(s for s in seeds if empty_object(s) == "sleeve")
+    assert make_empty_photo(back, scale=0.5).back is not None
+    assert make_empty_photo(sleeve, scale=0.5).back is None
+    base = {**DEFAULTS["data"], **DEFAULTS["model"], "p_nocard": 1.0, "p_empty": 1.0, "p_crop": 0.0}
+    base["photo_scale"] = (0.5, 0.5)
+    path = tmp_path / "base1-1" / "high.png"  # never drawn: every photo here is card-free
+    for seed, expect_mask in ((back, True), (sleeve, False)):
+        marked = photo_samples(seed, [path], {**base, "mark_backs": True})
+        plain = photo_samples(seed, [path], base)
+        assert np.array_equal(marked[0][0], plain[0][0])  # the same photo; only its marks differ
+        assert all(t.max() == 0 for _, t in plain)
+        whole = marked[0][1]
+        assert bool(whole[0].sum() > 100) == expect_mask, seed  # the back's area, in the whole-photo view
+        assert all(t[1:].max() == 0 for _, t in marked)  # never a band: a back has no face
+
+
+@needs_shared
+def test_training_holders_and_foil_only_if_asked(faces: list[np.ndarray], tmp_path: Path) -> None:
+    """#43 `p_holder`: that share of the harsh training photos shows the card in a toploader or a binder
+    pocket; `p_foil`: that share of the cards is printed on foil; a config without them gets the photos it
+    always did."""
+    from training.detector.data import photo_samples
+    from training.detector.train import DEFAULTS
+
+    path = tmp_path / "base1-1" / "high.png"
+    path.parent.mkdir()
+    cv2.imwrite(str(path), cv2.cvtColor(faces[0], cv2.COLOR_RGB2BGR))
+    base = {**DEFAULTS["data"], **DEFAULTS["model"], "p_nocard": 0.0, "p_hard": 1.0, "p_harsh": 1.0}
+    base.update(p_crop=0.0, zooms=1)
+    seed = 12_345
+    without = photo_samples(seed, [path], base)
+    zero = photo_samples(seed, [path], {**base, "p_holder": 0.0})
+    held = photo_samples(seed, [path], {**base, "p_holder": 1.0})
+    assert np.array_equal(without[0][0], zero[0][0])
+    assert not np.array_equal(without[0][0], held[0][0])
+    assert held[0][1][0].sum() > 100  # the card is still marked, inside its holder
+    foiled = photo_samples(seed, [path], {**base, "p_foil": 1.0})
+    assert not np.array_equal(without[0][0], foiled[0][0])  # `p_foil`: the card printed on foil
+    assert np.array_equal(without[0][1], foiled[0][1])  # the same photo otherwise: the same marks

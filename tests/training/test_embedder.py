@@ -188,3 +188,22 @@ def test_training_pairs_draw_hard_v1_and_harsh_only_when_asked(faces: list[tuple
             np.testing.assert_array_equal(photo, prepare(view, dataset.size))
     for a, b in (("hard", "hard-v1"), ("hard", "harsh"), ("hard-v1", "harsh")):
         assert not any(np.array_equal(x, y) for x, y in zip(photos[a], photos[b], strict=True)), (a, b)
+
+
+def test_training_pairs_draw_foil_and_holders_only_when_asked(faces: list[tuple[str, Path, str]]) -> None:
+    """`PhotoMix.foil_p` prints that share of the photos' cards on foil and `holder_p` puts that share of
+    the harsh photos' cards in a toploader or a binder pocket (#43); at 0 each pair is what it was."""
+    cards = [Card(cid, key, path, path) for cid, path, key in faces[:2]]
+    items = [(i, 5_000 + i) for i in range(len(cards))]
+
+    def photos(**mix: float) -> list[np.ndarray]:
+        dataset = PairDataset(cards, mix=PhotoMix(photo_p=1.0, hard_p=1.0, harsh_p=1.0, **mix))
+        return [dataset[item][1] for item in items]
+
+    plain, foil, held = photos(), photos(foil_p=1.0), photos(holder_p=1.0)
+    size = PairDataset(cards).size
+    for (i, seed), photo in zip(items, plain, strict=True):
+        view = photo_view(read_face(cards[i].high), 2 * seed, "harsh", 0.5, 0.02)
+        np.testing.assert_array_equal(photo, prepare(view, size))
+    assert not any(np.array_equal(x, y) for x, y in zip(plain, foil, strict=True))
+    assert not any(np.array_equal(x, y) for x, y in zip(plain, held, strict=True))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +23,16 @@ from models.geometry import read_face
 from models.quads import BAND_DEPTH, PAD_VALUE, letterbox, zoom_view
 from training.pages import GRIDS, POCKET_BACK_P, PagePhoto, make_page_photo, make_spread_photo
 from training.renders import read_manifest
-from training.synth import TRAIN_SEED_LIMIT, Difficulty, make_empty_photo, make_nocard_photo, make_photo
+from training.synth import (
+    HOLDERS,
+    TRAIN_SEED_LIMIT,
+    Difficulty,
+    harsh_look,
+    holofoil,
+    make_empty_photo,
+    make_nocard_photo,
+    make_photo,
+)
 
 SUPERSAMPLE = 4
 
@@ -123,6 +133,9 @@ def random_crop(
     return int(x0), int(y0), int(x0) + cw, int(y0) + ch
 
 
+FOIL_SALT = 29  # the foil's own random stream, so a foiled photo is otherwise the photo it would have been
+
+
 def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tuple[np.ndarray, np.ndarray]]:
     """One photo -> [(view uint8 SxSx3, targets 3xSxS)]: the whole photo first, then the zoomed views."""
     assert seed < TRAIN_SEED_LIMIT, "benchmark seeds (>= 10_000_000) must never be trained on"
@@ -153,30 +166,40 @@ def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tup
         elif difficulty == "hard" and cfg.get("p_hard_v1", 0.0) > 0 and rng.random() < cfg["p_hard_v1"]:
             difficulty = "hard-v1"
         touching = int(rng.integers(1, 3)) if rng.random() < cfg.get("p_touching", 0.0) else 0
-        photo = make_photo(
-            read_face(path), seed, difficulty, path.parent.name, scale=scale, touching=touching
-        )
+        # #43: a share of the harsh photos with the card in a toploader or a binder pocket, drawn only when
+        # asked for (older configs' photos stay what they were)
+        look = None
+        if difficulty == "harsh" and cfg.get("p_holder", 0.0) > 0 and rng.random() < cfg["p_holder"]:
+            look = replace(harsh_look(seed), holder=str(rng.choice(HOLDERS)))
+        face = read_face(path)
+        # #43: a share of the cards printed on foil, drawn only when asked for
+        if cfg.get("p_foil", 0.0) > 0 and rng.random() < cfg["p_foil"]:
+            face = holofoil(face, np.random.default_rng([seed, FOIL_SALT]))
+        card_id = path.parent.name
+        photo = make_photo(face, seed, difficulty, card_id, scale=scale, touching=touching, look=look)
+    # #43: with `mark_backs`, a card back is a card to find, marked without a face's bands (as the page
+    # detector learns it), so the band evidence (`DetectorConfig.min_bands`) refuses it after the detector
+    quad, face_up = photo.corners, True
+    if quad is None and photo.back is not None and cfg.get("mark_backs", False):
+        quad, face_up = photo.back, False
     view, m = letterbox(photo.image, size)
-    gt = None if photo.corners is None else _apply(m, photo.corners)
-    out = [(view, targets(gt, size))]
+    out = [(view, _marked(quad, m, size, face_up))]
     if rng.random() < cfg["p_crop"]:  # the same scene framed tighter: more first-pass data per photo
-        crop = random_crop(rng, photo.image.shape, photo.corners)
+        crop = random_crop(rng, photo.image.shape, quad)
         if crop is not None:
             x0, y0, x1, y1 = crop
             view, m = letterbox(photo.image[y0:y1, x0:x1], size)
-            gt = None if photo.corners is None else _apply(m, photo.corners - [x0, y0])
-            out.append((view, targets(gt, size)))
+            out.append((view, _marked(None if quad is None else quad - [x0, y0], m, size, face_up)))
     for _ in range(cfg["zooms"]):
-        if photo.corners is None:
-            guess = random_quad(rng, photo.image.shape)
-        else:
-            guess = perturb(rng, photo.corners, cfg)
+        guess = random_quad(rng, photo.image.shape) if quad is None else perturb(rng, quad, cfg)
         zview, zm = zoom_view(photo.image, guess, size, cfg["zoom_fill"])
-        if photo.corners is None:
-            out.append((zview, targets(None, size)))
-        else:
-            out.append((zview, targets(_apply(zm, photo.corners), size)))
+        out.append((zview, _marked(quad, zm, size, face_up)))
     return out
+
+
+def _marked(quad: np.ndarray | None, m: np.ndarray, size: int, face_up: bool) -> np.ndarray:
+    """`object_targets` of `quad` (photo px) seen through the view transform `m`; none without a quad."""
+    return targets(None, size) if quad is None else object_targets(_apply(m, quad), size, face_up)
 
 
 def page_photo(rng: np.random.Generator, seed: int, faces: list[Path], cfg: dict[str, Any]) -> PagePhoto:

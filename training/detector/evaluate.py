@@ -26,8 +26,11 @@ from models.detector import CardDetector, Pixels
 from models.geometry import read_face
 from training.synth import (
     BENCH_SEED_BASE,
+    HOLDERS,
     VAL_SEED_BASE,
     Photo,
+    harsh_look,
+    holofoil,
     make_empty_photo,
     make_nocard_photo,
     make_photo,
@@ -46,7 +49,10 @@ def corner_error_pct(pred: np.ndarray, truth: np.ndarray) -> float:
 
 # Each kind's seeds start this many millions above --seed-base. hard-v1 takes the seeds `hard` had before
 # #13 made a harder bucket of that name: the same photos, so its figures compare with every earlier report.
-KIND_OFFSETS = {"standard": 0, "hard": 1, "hard-v1": 1, "nocard": 2, "nocard-hard": 3, "harsh": 4, "empty": 5}
+KIND_OFFSETS = {
+    "standard": 0, "hard": 1, "hard-v1": 1, "nocard": 2, "nocard-hard": 3, "harsh": 4, "empty": 5, "held": 6,
+    "foil": 7,
+}  # fmt: skip
 
 
 def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> list[Photo]:
@@ -60,6 +66,14 @@ def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> lis
     out = []
     for seed in range(seed_base, seed_base + count):
         path = faces[seed % len(faces)]
+        if kind == "foil":  # #43: standard photos of cards printed on foil
+            face = holofoil(read_face(path), np.random.default_rng([seed, 29]))
+            out.append(make_photo(face, seed, "standard", path.parent.name))
+            continue
+        if kind == "held":  # #43: harsh photos of a card in a toploader or a binder pocket, alternately
+            look = dataclasses.replace(harsh_look(seed), holder=HOLDERS[seed % len(HOLDERS)])
+            out.append(make_photo(read_face(path), seed, "harsh", path.parent.name, look=look))
+            continue
         out.append(make_photo(read_face(path), seed, kind, path.parent.name))  # type: ignore[arg-type]
     return out
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from models.embedder import INPUT_H, INPUT_W, prepare
 from models.embedder_net import to_tensor
 from models.geometry import read_face
 from training.renders import read_manifest
-from training.synth import Difficulty, photo_view
+from training.synth import HOLDERS, Difficulty, harsh_look, holofoil, photo_view
 
 TRAIN_SEED_LIMIT = 1_000_000
 EVAL_SEED_BASE = 10_000_000
@@ -236,6 +236,10 @@ class PhotoMix:
     # Share of the hard photos drawn from #43's harsh bucket (a lamp's reflection washing out art, text or
     # edges, smaller and darker). 0 keeps older runs' pairs.
     harsh_p: float = 0.0
+    # #43: share of the photos' cards printed on foil, and of the harsh photos with the card in a toploader or
+    # a binder pocket (`training.synth.holofoil`, `HardLook.holder`). 0 keeps older runs' pairs.
+    foil_p: float = 0.0
+    holder_p: float = 0.0
 
 
 class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
@@ -275,7 +279,13 @@ class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
             if draw[4] < self.mix.harsh_p:
                 bucket = "harsh"
             kind = bucket if hard else "standard"
-            photo = photo_view(read_face(card.high), 2 * seed, kind, self.mix.scale, self.mix.corner_error)
+            high, look = read_face(card.high), None
+            extra = np.random.default_rng([seed, 2]).random(2)  # its own draw: older pairs stay as they were
+            if extra[0] < self.mix.foil_p:
+                high = holofoil(high, np.random.default_rng([seed, 29]))
+            if kind == "harsh" and extra[1] < self.mix.holder_p:
+                look = replace(harsh_look(2 * seed), holder=HOLDERS[seed % len(HOLDERS)])
+            photo = photo_view(high, 2 * seed, kind, self.mix.scale, self.mix.corner_error, look)
         else:
             photo = degrade(face, 2 * seed)
         return prepare(anchor, self.size), prepare(photo, self.size), int(self.art_ids[idx])

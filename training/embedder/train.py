@@ -62,6 +62,8 @@ DEFAULTS: dict[str, Any] = {
         "corner_error": 0.02,
         "photo_hard_v1_p": 0.0,  # share of the hard photos from hard-v1 (PhotoMix.hard_v1_p)
         "photo_harsh_p": 0.0,  # share of the hard photos from #43's harsh bucket (PhotoMix.harsh_p)
+        "photo_foil_p": 0.0,  # share of the photos' cards printed on foil (PhotoMix.foil_p)
+        "photo_holder_p": 0.0,  # share of the harsh photos with the card in a holder (PhotoMix.holder_p)
         "workers": 1,
     },
     "model": {"dim": 128, "widths": [16, 32, 64, 128, 192], "grid": [4, 3], "input_size": [96, 134]},
@@ -206,6 +208,8 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
         dc["corner_error"],
         dc["photo_hard_v1_p"],
         dc["photo_harsh_p"],
+        dc["photo_foil_p"],
+        dc["photo_holder_p"],
     )
     dataset = PairDataset(train_cards, size, dc["both_degraded_p"], mix)
     net = build_net(config["model"])
