@@ -1367,12 +1367,13 @@ def _pocket(rng: np.random.Generator, fw: int, fh: int) -> tuple[np.ndarray, np.
 
 
 # #43: holofoil. Many real cards are printed on foil, whose rainbow sheen moves with the light; the held-out
-# maker's foil cards were most of its standard-photo misses (docs/hard-photos.md), and training.synth's faces
-# were all plain ink. A property of the card, so it is applied to the face before the photo is made.
+# maker's foil cards were most of its standard photos' detector misses (docs/hard-photos.md); training.synth's
+# faces were all plain ink. A property of the card, so it is applied to the face before the photo is made.
 FOIL_PLACES = ("art", "frame", "whole")  # holo (the art window), reverse holo (all but the art), full art
 FOIL_STRENGTH = (0.15, 0.5)  # how far toward the rainbow sheen the foiled area goes
 FOIL_PERIOD = (0.08, 0.35)  # one rainbow's width, of the face's height
 ART_BOX = (40 / FACE_W, 88 / FACE_H, 560 / FACE_W, 420 / FACE_H)  # cardrender's art window, of the face
+FOIL_SALT = 29  # training's foil draws `holofoil(face, default_rng([seed, FOIL_SALT]))`: its own stream
 
 
 def holofoil(face: np.ndarray, rng: np.random.Generator, place: str | None = None) -> np.ndarray:

@@ -24,6 +24,7 @@ from models.quads import BAND_DEPTH, PAD_VALUE, letterbox, zoom_view
 from training.pages import GRIDS, POCKET_BACK_P, PagePhoto, make_page_photo, make_spread_photo
 from training.renders import read_manifest
 from training.synth import (
+    FOIL_SALT,
     HOLDERS,
     TRAIN_SEED_LIMIT,
     Difficulty,
@@ -131,9 +132,6 @@ def random_crop(
         return None
     x0, y0 = (lo + rng.random(2) * (hi - lo)).astype(int)
     return int(x0), int(y0), int(x0) + cw, int(y0) + ch
-
-
-FOIL_SALT = 29  # the foil's own random stream, so a foiled photo is otherwise the photo it would have been
 
 
 def photo_samples(seed: int, faces: list[Path], cfg: dict[str, Any]) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -26,6 +26,7 @@ from models.detector import CardDetector, Pixels
 from models.geometry import read_face
 from training.synth import (
     BENCH_SEED_BASE,
+    FOIL_SALT,
     HOLDERS,
     VAL_SEED_BASE,
     Photo,
@@ -67,7 +68,7 @@ def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> lis
     for seed in range(seed_base, seed_base + count):
         path = faces[seed % len(faces)]
         if kind == "foil":  # #43: standard photos of cards printed on foil
-            face = holofoil(read_face(path), np.random.default_rng([seed, 29]))
+            face = holofoil(read_face(path), np.random.default_rng([seed, FOIL_SALT]))
             out.append(make_photo(face, seed, "standard", path.parent.name))
             continue
         if kind == "held":  # #43: harsh photos of a card in a toploader or a binder pocket, alternately

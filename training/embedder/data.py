@@ -34,7 +34,7 @@ from models.embedder import INPUT_H, INPUT_W, prepare
 from models.embedder_net import to_tensor
 from models.geometry import read_face
 from training.renders import read_manifest
-from training.synth import HOLDERS, Difficulty, harsh_look, holofoil, photo_view
+from training.synth import FOIL_SALT, HOLDERS, Difficulty, harsh_look, holofoil, photo_view
 
 TRAIN_SEED_LIMIT = 1_000_000
 EVAL_SEED_BASE = 10_000_000
@@ -282,7 +282,7 @@ class PairDataset(Dataset[tuple[np.ndarray, np.ndarray, int]]):
             high, look = read_face(card.high), None
             extra = np.random.default_rng([seed, 2]).random(2)  # its own draw: older pairs stay as they were
             if extra[0] < self.mix.foil_p:
-                high = holofoil(high, np.random.default_rng([seed, 29]))
+                high = holofoil(high, np.random.default_rng([seed, FOIL_SALT]))
             if kind == "harsh" and extra[1] < self.mix.holder_p:
                 look = replace(harsh_look(2 * seed), holder=HOLDERS[seed % len(HOLDERS)])
             photo = photo_view(high, 2 * seed, kind, self.mix.scale, self.mix.corner_error, look)
