@@ -94,6 +94,7 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         self.device = str(device)
         self.backend = backend or Backend()
         self._training: tuple[nn.Module, DetectorConfig] | None = None
+        self.views_run = 0  # network views seen so far (what a page costs: training.detector.evaluate_pages)
         super().__init__(load=load)
 
     @classmethod
@@ -146,6 +147,7 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     def _infer_views(self, views: Sequence[Pixels]) -> np.ndarray:
         """The network on same-size uint8 HxWx3 views (NumPy arrays, or tensors cut on a torch device):
         card and band probabilities (N, 3, H, W)."""
+        self.views_run += len(views)
         if not all(isinstance(v, np.ndarray) for v in views):
             import torch
 

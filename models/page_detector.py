@@ -56,12 +56,14 @@ class PageDetector(CardDetector):
         """Every card in one photo (#48: a binder page, a table spread), up to `limit`, largest first, each
         TL,TR,BR,BL in photo px as `locate_batch` orients them, and whether it lies face up. The whole
         photo is seen once at `page_input` px, so a card of a 12-pocket page is ~100 px tall there; every
-        card-like blob of that view gets the zoomed passes, in one batch a pass, and keeps the find the
-        zoomed view accepts. Then, round by round, the places beside each card found (a pocket's pitch
-        along its sides) are looked at too: cards side by side in pockets touch in the whole-photo view's
-        mask, and a blob of two or three of them fits no quad, but each pocket's zoomed view sees one card.
-        The page detector's weights mask every card and mark a back without bands; the single-card
-        detector's mask one card a photo, so they find few cards of a page here."""
+        card-like blob of that view gets a zoomed pass, in one batch a pass, and keeps the find the
+        zoomed view accepts; a find gets the next pass only while the last one still moved it
+        (`page_refine_moved`: most cards are found where they were looked for). Then, round by round,
+        the places beside each card found (a pocket's pitch along its sides) are looked at too: cards
+        side by side in pockets touch in the whole-photo view's mask, and a blob of two or three of them
+        fits no quad, but each pocket's zoomed view sees one card. The page detector's weights mask every
+        card and mark a back without bands; the single-card detector's mask one card a photo, so they
+        find few cards of a page here."""
         self.load()
         cfg = self.cfg
         photo = _pyramid(image)
@@ -81,10 +83,15 @@ class PageDetector(CardDetector):
                     looked.append(q)
             if not fresh:
                 break
-            finds = [r for _, r in self._zoom([photo], [(0, q) for q in fresh]) if r is not None]
+            zoomed = self._zoom([photo], [(0, q) for q in fresh])
+            # (the quad last zoomed on, its find): a find is zoomed on again only while it still moves.
+            pairs = [(q, r) for q, (_, r) in zip(fresh, zoomed, strict=True) if r is not None]
             for _ in range(max(1, cfg.page_refine_passes or cfg.refine_passes) - 1):
-                again = self._zoom([photo], [(0, f[0]) for f in finds])
-                finds = [r if r is not None else f for f, (_, r) in zip(finds, again, strict=True)]
+                moving = [i for i, (q, f) in enumerate(pairs) if moved(q, f[0]) > cfg.page_refine_moved]
+                again = self._zoom([photo], [(0, pairs[i][1][0]) for i in moving])
+                for i, (_, r) in zip(moving, again, strict=True):
+                    pairs[i] = (pairs[i][1][0], r if r is not None else pairs[i][1])
+            finds = [f for _, f in pairs]
             added = []
             for find in sorted(finds, key=lambda f: -f[1]):
                 if all(overlap(find[0], k[0]) < PAGE_OVERLAP for k in kept):
@@ -137,6 +144,14 @@ def _inside(quad: np.ndarray, w: int, h: int) -> bool:
 def _area(quad: np.ndarray) -> float:
     x, y = quad[:, 0], quad[:, 1]
     return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def moved(before: np.ndarray, after: np.ndarray) -> float:
+    """How far a zoomed pass moved a card's quad: the farthest corner of `after` from its nearest corner
+    of `before` (either may start at any corner), over `after`'s shorter side."""
+    gaps = np.linalg.norm(after[:, None, :] - before[None, :, :], axis=2).min(axis=1)
+    sides = np.linalg.norm(after - np.roll(after, -1, axis=0), axis=1)
+    return float(gaps.max()) / max(float(sides.min()), 1e-6)
 
 
 def overlap(a: np.ndarray, b: np.ndarray) -> float:

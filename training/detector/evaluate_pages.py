@@ -97,6 +97,7 @@ def score(detector: PageDetector, photos: list[PagePhoto]) -> dict[str, Any]:
     bands: dict[str, list[float]] = {"face": [], "back": []}
     pages_false = 0
     seconds = []
+    views_before = detector.views_run
     for photo in photos:
         truths = [(c.corners, c.kind == "card") for c in photo.cards if c.kind != "empty"]
         started = time.perf_counter()
@@ -116,6 +117,7 @@ def score(detector: PageDetector, photos: list[PagePhoto]) -> dict[str, Any]:
         "backs_named": totals.get("backs_named", 0),
         "faces_said_back": totals.get("faces_said_back", 0),
         "s_per_page_median": round(float(np.median(seconds)), 3) if seconds else None,
+        "views_per_page": round((detector.views_run - views_before) / n, 2),
         "band_quantiles": {
             kind: [round(float(q), 3) for q in np.quantile(v, [0, 0.01, 0.05, 0.5, 0.95, 0.99, 1])]
             for kind, v in bands.items()
