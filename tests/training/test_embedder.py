@@ -207,3 +207,19 @@ def test_training_pairs_draw_foil_and_holders_only_when_asked(faces: list[tuple[
         np.testing.assert_array_equal(photo, prepare(view, size))
     assert not any(np.array_equal(x, y) for x, y in zip(plain, foil, strict=True))
     assert not any(np.array_equal(x, y) for x, y in zip(plain, held, strict=True))
+
+
+def test_evaluation_draws_held_and_foil_queries_as_the_detectors_evaluation_does(
+    faces: list[tuple[str, Path, str]],
+) -> None:
+    """`training.embedder.evaluate --photos held|foil` (#43): a held query is the harsh photo of the same
+    seed with the card in a holder, a foil query the standard photo with the card printed on foil."""
+    from training.embedder.evaluate import PHOTO_KINDS, query_photo
+
+    assert {"held", "foil"} <= set(PHOTO_KINDS)
+    card = Card(faces[0][0], faces[0][2], faces[0][1], faces[0][1])
+    seed = EVAL_SEED_BASE + 31_000
+    for kind, plain in (("held", "harsh"), ("foil", "standard")):
+        view, base = query_photo(card, seed, kind), query_photo(card, seed, plain)
+        assert view.shape == base.shape
+        assert float(np.abs(view.astype(np.float32) - base.astype(np.float32)).mean()) > 2.0, kind

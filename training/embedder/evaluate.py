@@ -3,8 +3,8 @@
 Indexes N catalog faces (high.jpg, as the service does; `--cards 0` = the whole catalog), then searches
 with synthetic rectified photos of held-out cards made with evaluation seeds (>= 10_000_000, never used
 in training): degraded faces (`--photos degrade`, the default), or the scanner's view of whole phone
-photos from `training.synth` (`--photos standard|hard|hard-v1`: rectified from the true corners moved by
-up to 2% of the card's height, what the detector leaves). Reports top-1/top-5 at the artwork level (what
+photos from `training.synth` (`--photos standard|hard|hard-v1|harsh|held|foil`: rectified from the true
+corners moved by up to 2% of the card's height, what the detector leaves). Reports top-1/top-5 at the artwork level (what
 the embedding is for; OCR splits reprints) and at the card level, with and without the 180-degree search
 the caller does, the similarity of the right artwork vs the best wrong one (for an acceptance
 threshold), and ms per face.
@@ -13,6 +13,7 @@ threshold), and ms per face.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -35,9 +36,11 @@ from training.embedder.data import (
     load_cards,
     split_cards,
 )
-from training.synth import DIFFICULTIES, Difficulty, photo_view
+from training.synth import DIFFICULTIES, FOIL_SALT, HOLDERS, Difficulty, harsh_look, holofoil, photo_view
 
-PHOTO_KINDS = ("degrade", *DIFFICULTIES)
+# `held` and `foil` as the detector's evaluation draws them (#43): harsh photos of a card in a toploader or a
+# binder pocket, alternately; standard photos of a card printed on foil.
+PHOTO_KINDS = ("degrade", *DIFFICULTIES, "held", "foil")
 
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 
@@ -154,6 +157,12 @@ def query_photo(card: Card, seed: int, kind: str) -> np.ndarray:
     if kind == "degrade":
         return degrade(face, seed)
     view = PhotoMix()
+    if kind == "foil":
+        face = holofoil(face, np.random.default_rng([seed, FOIL_SALT]))
+        return photo_view(face, seed, "standard", view.scale, view.corner_error)
+    if kind == "held":
+        look = dataclasses.replace(harsh_look(seed), holder=HOLDERS[seed % len(HOLDERS)])
+        return photo_view(face, seed, "harsh", view.scale, view.corner_error, look)
     return photo_view(face, seed, cast(Difficulty, kind), view.scale, view.corner_error)
 
 
