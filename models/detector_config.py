@@ -72,12 +72,12 @@ class DetectorConfig:
     # Zoomed passes per card of a page (0: `refine_passes`): each pass is a view per card.
     page_refine_passes: int = 0
     # A card of a page gets the next zoomed pass only while the last one moved a corner more than this
-    # share of the card's long side (`quads.corner_shift`, as `settle`; 0: every pass for every card): a
-    # card found where it was looked for gains nothing from another view of the same place. On 20
-    # validation pages (151 cards) the first pass moved a card 0.04-0.08 of its short side (10th-90th
-    # percentile; ~0.03-0.06 of the long), and only two cards needed the second. Swept on validation pages
-    # (docs/pages.md): 0.043 to 0.05 give the same figures, 0.06 starts to move them, 0.08 loses a card.
-    page_refine_moved: float = 0.05
+    # share of the card's shorter side (0: every pass for every card): a card found where it was looked
+    # for gains nothing from another view of the same place. On 20 validation pages (151 cards) the first
+    # pass moved a card 0.04-0.08 of its side (10th-90th percentile), and only two cards needed the
+    # second, moved 0.084 and 0.172 by the first: 0.06 skips three in four second passes and loses none
+    # (docs/pages.md).
+    page_refine_moved: float = 0.06
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DetectorConfig:

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from models.detector import WEIGHTS, CardDetector, Find, Pixels, _letterbox, _pyramid, _size
-from models.quads import apply, corner_shift, fit_quads, orient
+from models.quads import apply, fit_quads, orient
 
 PAGE_WEIGHTS = WEIGHTS.with_name("page_detector.pt")
 # Every card of a photo (`locate_all`): a blob smaller than this share of the page view is not a card (a
@@ -87,8 +87,7 @@ class PageDetector(CardDetector):
             # (the quad last zoomed on, its find): a find is zoomed on again only while it still moves.
             pairs = [(q, r) for q, (_, r) in zip(fresh, zoomed, strict=True) if r is not None]
             for _ in range(max(1, cfg.page_refine_passes or cfg.refine_passes) - 1):
-                bound = cfg.page_refine_moved
-                moving = [i for i, (q, f) in enumerate(pairs) if corner_shift(q, f[0]) > bound]
+                moving = [i for i, (q, f) in enumerate(pairs) if moved(q, f[0]) > cfg.page_refine_moved]
                 again = self._zoom([photo], [(0, pairs[i][1][0]) for i in moving])
                 for i, (_, r) in zip(moving, again, strict=True):
                     pairs[i] = (pairs[i][1][0], r if r is not None else pairs[i][1])
@@ -145,6 +144,14 @@ def _inside(quad: np.ndarray, w: int, h: int) -> bool:
 def _area(quad: np.ndarray) -> float:
     x, y = quad[:, 0], quad[:, 1]
     return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def moved(before: np.ndarray, after: np.ndarray) -> float:
+    """How far a zoomed pass moved a card's quad: the farthest corner of `after` from its nearest corner
+    of `before` (either may start at any corner), over `after`'s shorter side."""
+    gaps = np.linalg.norm(after[:, None, :] - before[None, :, :], axis=2).min(axis=1)
+    sides = np.linalg.norm(after - np.roll(after, -1, axis=0), axis=1)
+    return float(gaps.max()) / max(float(sides.min()), 1e-6)
 
 
 def overlap(a: np.ndarray, b: np.ndarray) -> float:

@@ -307,12 +307,9 @@ def fit_quads(
 
 
 def corner_shift(before: np.ndarray, after: np.ndarray) -> float:
-    """How far the corners moved between two passes, as a fraction of the card's long side: the farthest
-    corner of `after` from its nearest corner of `before`, so either quad may start at any corner (a page's
-    pocket guess is not oriented; its zoomed find is)."""
-    gaps = np.linalg.norm(after[:, None, :] - before[None, :, :], axis=2).min(axis=1)
-    sides = np.linalg.norm(after - np.roll(after, -1, axis=0), axis=1)
-    return float(gaps.max()) / max(float(sides.max()), 1.0)
+    """How far the corners moved between two passes, as a fraction of the card's long side."""
+    height = max(float(np.linalg.norm(after[0] - after[3])), float(np.linalg.norm(after[0] - after[1])), 1.0)
+    return float(np.linalg.norm(after - before, axis=1).max()) / height
 
 
 def same_quad(a: np.ndarray, b: np.ndarray, tolerance: float) -> bool:
