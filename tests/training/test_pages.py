@@ -124,3 +124,28 @@ def test_a_spread_lies_at_any_angle_each_card_covered_no_more_than_its_bound() -
         top = photo.cards[-1]  # nothing lies over the last card placed: its middle is its face's colour
         assert colour_at(photo, top.corners) == FACES_INDEX[top.card_id or ""] % len(COLOURS)
     assert np.histogram(angles, bins=4, range=(0, 360))[0].min() >= 3  # every quarter turn
+
+
+def test_evaluate_pages_scores_each_found_card_by_the_pocket_the_layout_names() -> None:
+    """`training.detector.evaluate_pages.pockets` numbers the finds' pockets as `POST /v1/scan/page` does
+    (#48): the true quads are every pocket right; a find a little off is still judged; without the
+    page's first column, the layout counts from the next one, so every card found is in the wrong pocket."""
+    from models.page_detector import PageFind
+    from training.detector.evaluate_pages import pockets
+
+    photo = make_page_photo(FACES, SEED + 7, (3, 3), "standard", SCALE, back_p=0.0)
+    cards = [c for c in photo.cards if c.kind == "card"]
+    assert len(cards) >= 6
+    finds = [
+        PageFind(quad=c.corners.copy(), bands=2.0, face_up=True) for c in photo.cards if c.kind != "empty"
+    ]
+    assert pockets(photo, finds) == (len(cards), len(cards))
+    nudged = [
+        PageFind(quad=f.quad + np.array([3.0, 2.0], np.float32), bands=f.bands, face_up=True) for f in finds
+    ]
+    assert pockets(photo, nudged) == (len(cards), len(cards))
+    kept = [c for c in photo.cards if c.kind != "empty" and c.slot is not None and c.slot[1] > 1]
+    right, judged = pockets(photo, [PageFind(quad=c.corners.copy(), bands=2.0, face_up=True) for c in kept])
+    assert judged == sum(c.kind == "card" for c in kept) and judged > 0
+    assert right == 0
+    assert pockets(photo, []) == (0, 0)

@@ -25,6 +25,7 @@ import yaml
 
 from models.geometry import read_face
 from models.page_detector import PageDetector, PageFind
+from serve_app.page_layout import arrange
 from training.detector.data import face_paths
 from training.detector.evaluate import DEFAULT_MANIFEST
 from training.pages import GRIDS, POCKET_BACK_P, PagePhoto, make_page_photo, make_spread_photo
@@ -92,6 +93,26 @@ def match_cards(
     return out
 
 
+def pockets(photo: PagePhoto, found: list[PageFind]) -> tuple[int, int]:
+    """(cards found in their own pocket, cards found that have one): the pocket grid `POST /v1/scan/page`
+    would name (`serve_app.page_layout.arrange` on every find), each true card (not a back) taking its
+    closest find within FOUND_PCT, as `benchmarks/scan_page.py`'s "pockets right" counts. A knob can move
+    a few corners enough to renumber a page's pockets while every card stays found."""
+    slots = arrange([f.quad for f in found]).slots if found else None
+    right = judged = 0
+    for card in photo.cards:
+        if card.kind != "card" or card.slot is None:
+            continue
+        gap, j = min(
+            ((corner_gap_pct(f.quad, card.corners), j) for j, f in enumerate(found)), default=(np.inf, -1)
+        )
+        if gap > FOUND_PCT:
+            continue
+        judged += 1
+        right += slots is not None and slots.get(j) == card.slot
+    return right, judged
+
+
 def score(detector: PageDetector, photos: list[PagePhoto]) -> dict[str, Any]:
     totals: dict[str, int] = {}
     bands: dict[str, list[float]] = {"face": [], "back": []}
@@ -104,6 +125,7 @@ def score(detector: PageDetector, photos: list[PagePhoto]) -> dict[str, Any]:
         found = detector.locate_all(photo.image)
         seconds.append(time.perf_counter() - started)
         got = match_cards(truths, found, bands)
+        got["pockets_right"], got["pockets_judged"] = pockets(photo, found)
         totals = {k: totals.get(k, 0) + v for k, v in got.items()}
         pages_false += got["false"] > 0
     n = max(len(photos), 1)
@@ -113,6 +135,11 @@ def score(detector: PageDetector, photos: list[PagePhoto]) -> dict[str, Any]:
         "found_pct": round(100 * totals.get("hits", 0) / max(totals.get("cards", 0), 1), 2),
         "false_cards_per_page": round(totals.get("false", 0) / n, 3),
         "pages_with_false_pct": round(100 * pages_false / n, 2),
+        "pockets_right_pct": (
+            round(100 * totals["pockets_right"] / totals["pockets_judged"], 2)
+            if totals.get("pockets_judged")
+            else None
+        ),
         "backs": totals.get("backs", 0),
         "backs_named": totals.get("backs_named", 0),
         "faces_said_back": totals.get("faces_said_back", 0),

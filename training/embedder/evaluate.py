@@ -4,10 +4,10 @@ Indexes N catalog faces (high.jpg, as the service does; `--cards 0` = the whole 
 with synthetic rectified photos of held-out cards made with evaluation seeds (>= 10_000_000, never used
 in training): degraded faces (`--photos degrade`, the default), or the scanner's view of whole phone
 photos from `training.synth` (`--photos standard|hard|hard-v1|harsh|held|foil`: rectified from the true
-corners moved by up to 2% of the card's height, what the detector leaves). Reports top-1/top-5 at the artwork level (what
-the embedding is for; OCR splits reprints) and at the card level, with and without the 180-degree search
-the caller does, the similarity of the right artwork vs the best wrong one (for an acceptance
-threshold), and ms per face.
+corners moved by up to 2% of the card's height, what the detector leaves). Reports top-1/top-5 at the
+artwork level (what the embedding is for; OCR splits reprints) and at the card level, with and without
+the 180-degree search the caller does, the similarity of the right artwork vs the best wrong one (for an
+acceptance threshold), and ms per face.
 """
 
 from __future__ import annotations
