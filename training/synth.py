@@ -1307,6 +1307,14 @@ def _binder_page(rng: np.random.Generator, fw: int, fh: int) -> tuple[np.ndarray
 # #43: a card photographed in its holder. The held-out maker's photos of cards in toploaders and binder
 # pockets were the detector's worst (docs/hard-photos.md), and training.synth drew holders only empty.
 HOLDERS = ("toploader", "pocket")
+
+
+def held_look(seed: int) -> HardLook:
+    """#43's `held` evaluation photos (the detector's and the embedder's alike): the harsh look of `seed`
+    with the card in a toploader or a binder pocket, alternately."""
+    return replace(harsh_look(seed), holder=HOLDERS[seed % len(HOLDERS)])
+
+
 POCKET_SLIVER = (0.08, 0.3)  # how much of the next pockets a pocket photo shows, of the card's width
 POCKET_NEIGHBOUR_P = 0.5  # a next pocket's sliver holds a card (a back or a look-alike face)
 

@@ -27,10 +27,9 @@ from models.geometry import read_face
 from training.synth import (
     BENCH_SEED_BASE,
     FOIL_SALT,
-    HOLDERS,
     VAL_SEED_BASE,
     Photo,
-    harsh_look,
+    held_look,
     holofoil,
     make_empty_photo,
     make_nocard_photo,
@@ -72,7 +71,7 @@ def make_photos(faces: list[Path], kind: str, count: int, seed_base: int) -> lis
             out.append(make_photo(face, seed, "standard", path.parent.name))
             continue
         if kind == "held":  # #43: harsh photos of a card in a toploader or a binder pocket, alternately
-            look = dataclasses.replace(harsh_look(seed), holder=HOLDERS[seed % len(HOLDERS)])
+            look = held_look(seed)
             out.append(make_photo(read_face(path), seed, "harsh", path.parent.name, look=look))
             continue
         out.append(make_photo(read_face(path), seed, kind, path.parent.name))  # type: ignore[arg-type]

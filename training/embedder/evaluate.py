@@ -13,7 +13,6 @@ acceptance threshold), and ms per face.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -36,7 +35,7 @@ from training.embedder.data import (
     load_cards,
     split_cards,
 )
-from training.synth import DIFFICULTIES, FOIL_SALT, HOLDERS, Difficulty, harsh_look, holofoil, photo_view
+from training.synth import DIFFICULTIES, FOIL_SALT, Difficulty, held_look, holofoil, photo_view
 
 # `held` and `foil` as the detector's evaluation draws them (#43): harsh photos of a card in a toploader or a
 # binder pocket, alternately; standard photos of a card printed on foil.
@@ -161,8 +160,7 @@ def query_photo(card: Card, seed: int, kind: str) -> np.ndarray:
         face = holofoil(face, np.random.default_rng([seed, FOIL_SALT]))
         return photo_view(face, seed, "standard", view.scale, view.corner_error)
     if kind == "held":
-        look = dataclasses.replace(harsh_look(seed), holder=HOLDERS[seed % len(HOLDERS)])
-        return photo_view(face, seed, "harsh", view.scale, view.corner_error, look)
+        return photo_view(face, seed, "harsh", view.scale, view.corner_error, held_look(seed))
     return photo_view(face, seed, cast(Difficulty, kind), view.scale, view.corner_error)
 
 
