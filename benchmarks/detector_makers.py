@@ -11,6 +11,9 @@ chosen on them (`benchmarks/heldout_photos.py`).
         --weights runs/detector/unet224-v10-cpu/last.pt --hard 400 --standard 200 --nocard 100 \\
         --cache /tmp/detector-photos --out benchmarks/results/detector_makers.json
 
+`--second W` also judges each `--weights` with W's second opinion behind it (the scanner's
+`CARDCAT_SCAN_SECOND_DETECTOR`).
+
 Photos are drawn once into `--cache` (the held-out maker takes ~1 s a photo) and reused.
 """
 
@@ -92,6 +95,12 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights", type=Path, action="append", help="repeat to compare (default: shipped)")
+    parser.add_argument(
+        "--second",
+        type=Path,
+        default=None,
+        help="also each --weights with this second opinion behind it (`CardDetector.second`)",
+    )
     parser.add_argument("--maker", action="append", choices=["synth", "heldout"], help="default: both")
     parser.add_argument("--standard", type=int, default=200)
     parser.add_argument("--hard", type=int, default=400)
@@ -117,9 +126,12 @@ def main() -> int:
             paths = list(pool.map(_cached_photo, jobs, [args.cache] * len(jobs), chunksize=4))
         print(f"{maker}: {len(jobs)} photos ready in {time.perf_counter() - started:.0f} s", flush=True)
         for weight in weights:
-            detector = CardDetector(weight, "cpu")
-            summary = summarise(judge(detector, jobs, paths))
-            report["results"].setdefault(str(weight), {})[maker] = summary
+            pairs = [(str(weight), None)]
+            if args.second is not None:
+                pairs.append((f"{weight} + {args.second}", CardDetector(args.second, "cpu")))
+            for name, second in pairs:
+                summary = summarise(judge(CardDetector(weight, "cpu", second=second), jobs, paths))
+                report["results"].setdefault(name, {})[maker] = summary
     print(f"\n{'weights':<48} {'maker':<8} {'photos':<18} {'n':>4} {'found':>7} {'good':>7}")
     for weight, by_maker in report["results"].items():
         for maker, summary in by_maker.items():

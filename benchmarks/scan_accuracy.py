@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` 
 from benchmarks import host
 from cardcat.stack import REPO, SHARED_CATALOG, launch_scanner
 from catalog_api.ingest.feed import feed_path, read_jsonl
+from catalog_api.kit.settings import Settings
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 
 # One key sends every photo: the 300/60 s budget would answer most of them 429.
@@ -111,6 +112,12 @@ def parse_args() -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the scan cascade's first look (CARDCAT_SCAN_FIRST_LOOK); --no-first-look: the full pipeline",
+    )
+    parser.add_argument(
+        "--second-detector",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the detector's second opinion (CARDCAT_SCAN_SECOND_DETECTOR; default: the setting's)",
     )
     parser.add_argument("--out", type=Path, help="default results/scan_accuracy.json (_heldout.json)")
     args = parser.parse_args()
@@ -314,6 +321,8 @@ def main() -> int:
             "CARDCAT_RATE_LIMIT": str(BENCH_RATE_LIMIT),
             "CARDCAT_SCAN_FIRST_LOOK": str(args.first_look).lower(),
         }
+        if args.second_detector is not None:
+            scanner_env["CARDCAT_SCAN_SECOND_DETECTOR"] = str(args.second_detector).lower()
         if args.batch_wait_ms is not None:
             scanner_env["CARDCAT_SCAN_BATCH_WAIT_MS"] = str(args.batch_wait_ms)
         for model in MODELS:
@@ -347,7 +356,8 @@ def main() -> int:
     wrong_alone = [j for j in card_jobs if len(j["matches"]) == 1 and j["matches"][0] != j["card_id"]]
     report["all"] = {"n": len(card_jobs), "confident_wrong": len(wrong_alone) / max(1, len(card_jobs))}
     print("classifying misses (the detector, run here on each missed photo)", flush=True)
-    classify_misses(card_jobs)
+    second = args.second_detector
+    classify_misses(card_jobs, Settings().scan_second_detector if second is None else second)
     report["miss_kinds"] = miss_counts(card_jobs)
     print_table(report)
     report["tiers"] = tier_rates(jobs)
@@ -369,6 +379,7 @@ def main() -> int:
         "command": " ".join(["benchmarks/scan_accuracy.py", *sys.argv[1:]]),
         "batch_wait_ms": args.batch_wait_ms,
         "first_look": args.first_look,
+        "second_detector": args.second_detector,
         **{f"{model}_runtime": getattr(args, f"{model}_runtime") for model in MODELS},
         "cpu_count": __import__("os").cpu_count(),
         # The networks' last bits, and so a few knife-edge answers, depend on the CPU's instructions.
@@ -433,16 +444,17 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"  reasons {nocard['reasons']}  errors {nocard['errors']}")
 
 
-def classify_misses(card_jobs: list[dict[str, Any]]) -> None:
+def classify_misses(card_jobs: list[dict[str, Any]], second: bool) -> None:
     """Set `miss` on every card photo whose first match is not its card: `detector_miss` when the
-    scanner's detector (same weights, run here on the same photo) finds no quad or one more than
+    scanner's detector (same weights, and its second opinion where the run had one: `second`, run here on
+    the same photo) finds no quad or one more than
     DETECTOR_MISS_PCT off, else what the answer was: `print_unreadable` / `no_confident_match` (no
     matches), `wrong_alone` (one match, wrong), `wrong_race` (several, none right), `not_first` (the card
     among the matches but not first)."""
-    from models.detector import CardDetector
+    from models.detector import SECOND_WEIGHTS, CardDetector
     from training.detector.evaluate import corner_error_pct
 
-    detector = CardDetector()
+    detector = CardDetector(second=CardDetector(SECOND_WEIGHTS) if second else None)
     for job in card_jobs:
         if job["matches"][:1] == [job["card_id"]]:
             continue

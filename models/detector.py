@@ -7,7 +7,10 @@ then `refine_passes` zoomed, roughly rectified views around the latest quad, whe
 the view and its edges are located with sub-pixel profiles of the mask. Corners are the intersections of
 lines fitted to each side. The zoomed pass also vets the find (mask fit, score, aspect): None otherwise.
 A photo the whole-photo view finds no card in gets a second look through overlapping windows at the view's
-full resolution (`search_tiles`), for cards too small for the first.
+full resolution (`search_tiles`), for cards too small for the first. A photo still without a card may go to
+a second opinion (`second`: another detector, `models/weights/detector_second.pt`, trained on harsher
+photos than these weights could learn without losing some of #13's hard ones), so every photo these
+weights find keeps their corners.
 Training lives in `training/detector/`; the shipped weights are `models/weights/detector.pt`. The network
 itself lives in `models.detector_net` (torch), apart from this geometry, so that a replica running its ONNX
 export (`models/weights/detector.onnx`, `Backend(kind="onnx")`) never imports torch.
@@ -49,6 +52,7 @@ if TYPE_CHECKING:  # imported where used: torch only on its path, torchvision on
     from models.tensor_ops import TensorPyramid
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "detector.pt"
+SECOND_WEIGHTS = WEIGHTS.with_name("detector_second.pt")
 # A photo's pixels as the detector takes them: HxWx3 uint8 on the host, or uint8 (3, H, W) on a torch device.
 Pixels: TypeAlias = "np.ndarray | torch.Tensor"
 # Tensor names of the served graph; Triton's libtorch backend wants the <name>__<index> form.
@@ -85,14 +89,17 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         backend: Backend | None = None,
         *,
         load: bool = True,
+        second: CardDetector | None = None,
     ) -> None:
         """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
         either way, for its version, which a Triton model or an ONNX export must carry. The inference knobs
         come from the weights file, or from the ONNX export's metadata (`Backend(kind="onnx")`: this
-        process then never imports torch)."""
+        process then never imports torch). `second`: the detector asked about the photos this one finds no
+        card in (`SECOND_WEIGHTS` in the scanner; none by default)."""
         self.weights = Path(weights) if weights is not None else self.default_weights
         self.device = str(device)
         self.backend = backend or Backend()
+        self.second = second
         self._training: tuple[nn.Module, DetectorConfig] | None = None
         self.views_run = 0  # network views seen so far (what a page costs: training.detector.evaluate_pages)
         super().__init__(load=load)
@@ -188,6 +195,17 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     def _predict_batch(
         self, photos: list[Pixels], coarse: Sequence[list[np.ndarray]] | None = None
     ) -> list[np.ndarray | None]:
+        found = self._own_finds(photos, coarse)
+        missed = [i for i, quad in enumerate(found) if quad is None]
+        if self.second is not None and missed:
+            for i, quad in zip(missed, self.second.locate_batch([photos[i] for i in missed]), strict=True):
+                found[i] = quad
+        return found
+
+    def _own_finds(
+        self, photos: list[Pixels], coarse: Sequence[list[np.ndarray]] | None
+    ) -> list[np.ndarray | None]:
+        """`locate_batch` with these weights alone."""
         cfg = self.cfg
         if not photos:
             return []

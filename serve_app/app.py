@@ -139,23 +139,26 @@ class Detector:
         background_idle_slots: int = ScanConfig.background_idle_slots,
         background_quiet_ms: float = ScanConfig.background_quiet_ms,
         page_weights: str | None = None,
+        second_weights: str | None = None,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
         host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU).
         `background_*`: how many batch photos this replica takes beside users' scans (`InteractiveFirst`).
         `page_weights`: the page detector (#48, `POST /v1/scan/page`), in the same runtime; loaded on the
-        first page, so a replica that never sees one never holds it."""
+        first page, so a replica that never sees one never holds it. `second_weights`: the detector asked
+        about photos these weights find no card in (`CardDetector.second`), in the same runtime."""
         from models.detector import CardDetector
         from models.page_detector import PageDetector
         from models.sessions import Backend
 
         runtime = Backend.from_dict({**(backend or {}), "threads": threads})
         device = _replica_device(device, threads, onnx=runtime.kind == "onnx")
-        self.model = CardDetector(Path(weights), device, runtime)
-        # A Triton server serves the single-card detector only: the page detector then runs in-process.
-        page_runtime = runtime if runtime.kind != "triton" else Backend.from_dict({"threads": threads})
+        # A Triton server serves the single-card detector only: the others then run in-process.
+        own_runtime = runtime if runtime.kind != "triton" else Backend.from_dict({"threads": threads})
+        second = CardDetector(Path(second_weights), device, own_runtime) if second_weights else None
+        self.model = CardDetector(Path(weights), device, runtime, second=second)
         self.page_model = (
-            PageDetector(Path(page_weights), device, page_runtime, load=False) if page_weights else None
+            PageDetector(Path(page_weights), device, own_runtime, load=False) if page_weights else None
         )
         self.on_device = device.startswith("cuda") if pixels == "auto" else pixels == "torch"
         self.handed_out: deque[Any] = deque(maxlen=FACES_HELD)
@@ -487,6 +490,7 @@ def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> An
             background_idle_slots=config.background_idle_slots,
             background_quiet_ms=config.background_quiet_ms,
             page_weights=config.page_detector_weights,
+            second_weights=config.second_detector_weights,
         ),
         embedder.bind(
             config.embedder_weights,

@@ -9,6 +9,7 @@ from typing import Any
 from serve_app.fusion import Thresholds
 
 MODELS = Path(__file__).resolve().parents[1] / "models" / "weights"
+SECOND_DETECTOR = MODELS / "detector_second.pt"  # models.detector.SECOND_WEIGHTS
 
 
 @dataclass
@@ -17,6 +18,9 @@ class ScanConfig:
     detector_weights: str = str(MODELS / "detector.pt")
     # Every card of a page photo (#48, `POST /v1/scan/page`); "" turns pages off.
     page_detector_weights: str = str(MODELS / "page_detector.pt")  # models.page_detector.PAGE_WEIGHTS
+    # The detector asked about photos `detector_weights` finds no card in (`models.detector.CardDetector`'s
+    # `second`, e.g. SECOND_DETECTOR); "" asks no one.
+    second_detector_weights: str = ""
     embedder_weights: str = str(MODELS / "embedder.pt")
     ocr_weights: str = str(MODELS / "ocr.pt")
     ocr_checkpoint: str | None = None  # any docTR recognition checkpoint, instead of ours
@@ -114,6 +118,8 @@ class ScanConfig:
 def models_present(config: ScanConfig) -> list[str]:
     """The weight files and index parts that are missing (empty when the scanner can run)."""
     needed = [config.detector_weights, config.embedder_weights]
+    if config.second_detector_weights:
+        needed.append(config.second_detector_weights)
     if not config.ocr_checkpoint:
         needed.append(config.ocr_weights)
     needed += [str(Path(config.index_dir) / name) for name in ("index.faiss", "meta.json", "cards.json")]

@@ -62,7 +62,7 @@ def _stop_deliverer(process: Any, settings: Settings) -> None:
 
 def scan_config(settings: Settings) -> ScanConfig:
     """The scanner `serve` starts, as the `CARDCAT_SCAN_*` settings describe it."""
-    from serve_app.config import ScanConfig
+    from serve_app.config import SECOND_DETECTOR, ScanConfig
 
     return ScanConfig(
         index_dir=str(settings.index_dir),
@@ -74,6 +74,7 @@ def scan_config(settings: Settings) -> ScanConfig:
         threads=settings.scan_threads,
         batch_wait_ms=settings.scan_batch_wait_ms,
         first_look=settings.scan_first_look,
+        second_detector_weights=str(SECOND_DETECTOR) if settings.scan_second_detector else "",
     )
 
 

@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     # The scan cascade (serve_app.config.ScanConfig.first_look): the detector's whole-photo view alone
     # first, its answer kept only when certain. Off: every photo through the full pipeline, as before #47.
     scan_first_look: bool = True
+    # The detector's second opinion (serve_app.config.ScanConfig.second_detector_weights): another detector,
+    # trained on harsher photos, asked only about photos the shipped one finds no card in.
+    scan_second_detector: bool = False
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.

@@ -97,18 +97,20 @@ def test_shipped_weights_are_deterministic_and_fold_to_the_same_outputs(name: st
     )
 
 
-def test_detector_weights_match_their_manifest() -> None:
-    require_weights("detector.pt", "detector.json")
-    manifest = json.loads((WEIGHTS / "detector.json").read_text())
-    blob = read_weights(WEIGHTS / "detector.pt")
+@pytest.mark.parametrize("name", ["detector", "detector_second"])
+def test_detector_weights_match_their_manifest(name: str) -> None:
+    """The detector and its second opinion (`models.detector.SECOND_WEIGHTS`)."""
+    require_weights(f"{name}.pt", f"{name}.json")
+    manifest = json.loads((WEIGHTS / f"{name}.json").read_text())
+    blob = read_weights(WEIGHTS / f"{name}.pt")
     assert blob["config"] == manifest["inference"]
-    assert (WEIGHTS / "detector.pt").stat().st_size == manifest["bytes"]
+    assert (WEIGHTS / f"{name}.pt").stat().st_size == manifest["bytes"]
     net = load_weights(detector_net.build_net(detector.DetectorConfig.from_dict(blob["config"])), blob)
     assert _params(net) == manifest["parameters"]
     assert {v.dtype for v in state_dict_of(blob).values()} <= {torch.float16, torch.int64}
-    model = detector.CardDetector()
+    model = detector.CardDetector(WEIGHTS / f"{name}.pt")
     assert model.cfg == detector.DetectorConfig.from_dict(manifest["inference"])
-    assert model.version == hashlib.sha256((WEIGHTS / "detector.pt").read_bytes()).hexdigest()[:12]
+    assert model.version == hashlib.sha256((WEIGHTS / f"{name}.pt").read_bytes()).hexdigest()[:12]
 
 
 def test_embedder_weights_match_their_manifest() -> None:

@@ -1,7 +1,9 @@
 """The scanner's networks in ONNX Runtime through `cardcat serve --scan`
 (`CARDCAT_SCAN_{DETECTOR,EMBEDDER,READER}_RUNTIME=onnx`): the scans answer as before, and no model replica
 maps torch's libraries (what costs a torch replica ~690 MB of RSS). The same with every model set to
-torch: the answers again, and torch in every model replica (the check sees torch where it is)."""
+torch: the answers again, and torch in every model replica (the check sees torch where it is). Both with
+the detector's second opinion on (`CARDCAT_SCAN_SECOND_DETECTOR`), loaded and warmed in the Detector's
+runtime (the warm-up's blank photo goes to it)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ def scanner(
     """A scanner with every model in ONNX Runtime, or every one in torch; and the runtimes it was given."""
     require_shared()
     runtimes = {f"CARDCAT_SCAN_{model.upper()}_RUNTIME": request.param for model in MODELS}
-    service = launch_scanner(tmp_path_factory.mktemp("onnx-runtime"), EXPANSIONS, **runtimes)
+    second = {"CARDCAT_SCAN_SECOND_DETECTOR": "true"}
+    service = launch_scanner(tmp_path_factory.mktemp("onnx-runtime"), EXPANSIONS, **runtimes, **second)
     yield service, runtimes
     service.stop()
 

@@ -22,6 +22,8 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     monkeypatch.setenv("CARDCAT_SCAN_DETECTOR_RUNTIME", "torch")
     monkeypatch.setenv("CARDCAT_SCAN_READER_RUNTIME", "onnx")
     monkeypatch.setenv("CARDCAT_SCAN_FIRST_LOOK", "false")
+    flipped = not Settings().scan_second_detector
+    monkeypatch.setenv("CARDCAT_SCAN_SECOND_DETECTOR", str(flipped).lower())
     config = scan_config(Settings())
     assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
     assert config.embedder_options()["kind"] == "onnx" and config.backend_options()["kind"] == "torch"
@@ -29,6 +31,7 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     assert config.reader_options() == "onnx"
     assert config.resolved(gpu=True) == config  # nothing left to choose
     assert config.batch_wait_ms == 7.5 and config.first_look is False
+    assert bool(config.second_detector_weights) is flipped
     assert config.index_dir == str(Settings().index_dir)
     names = (
         "THREADS",
@@ -37,6 +40,7 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
         "DETECTOR_RUNTIME",
         "READER_RUNTIME",
         "FIRST_LOOK",
+        "SECOND_DETECTOR",
     )
     for name in names:
         monkeypatch.delenv(f"CARDCAT_SCAN_{name}")

@@ -117,6 +117,11 @@ def score(
     return out
 
 
+def settings(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` overrides of a `DetectorConfig`, each value read as YAML (numbers, booleans)."""
+    return {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in items)}
+
+
 def main(argv: list[str] | None = None) -> int:
     from training.detector.data import face_paths
 
@@ -144,6 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override an inference setting"
     )
+    parser.add_argument(
+        "--second",
+        type=Path,
+        default=None,
+        help="a second opinion's weights, asked about the photos --weights finds no card in (the scanner's"
+        " `second_detector_weights`; default: none)",
+    )
+    parser.add_argument(
+        "--set-second", action="append", default=[], metavar="KEY=VALUE", help="override one of its settings"
+    )
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",")
     if unknown := set(kinds) - set(KIND_OFFSETS):
@@ -155,8 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)
     faces = face_paths(args.manifest.expanduser(), holdout=True)
-    detector = CardDetector(args.weights, args.device)
-    overrides = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.set)}
+    second = CardDetector(args.second, args.device) if args.second else None
+    second_overrides = settings(args.set_second)
+    if second is not None:
+        second.cfg = dataclasses.replace(second.cfg, **second_overrides)
+    detector = CardDetector(args.weights, args.device, second=second)
+    overrides = settings(args.set)
     detector.cfg = dataclasses.replace(detector.cfg, **overrides)
     report: dict[str, Any] = {
         "weights": str(args.weights or "models/weights/detector.pt"),
@@ -166,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         "threads": args.threads,
         "batch": args.batch,
         "overrides": overrides,
+        "second": str(args.second) if args.second else None,
+        "second_overrides": second_overrides,
         "device": args.device,
         "pixels": args.pixels,
     }
