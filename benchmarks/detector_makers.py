@@ -126,7 +126,7 @@ def main() -> int:
             paths = list(pool.map(_cached_photo, jobs, [args.cache] * len(jobs), chunksize=4))
         print(f"{maker}: {len(jobs)} photos ready in {time.perf_counter() - started:.0f} s", flush=True)
         for weight in weights:
-            pairs = [(str(weight), None)]
+            pairs: list[tuple[str, CardDetector | None]] = [(str(weight), None)]
             if args.second is not None:
                 pairs.append((f"{weight} + {args.second}", CardDetector(args.second, "cpu")))
             for name, second in pairs:
