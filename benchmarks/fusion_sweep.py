@@ -90,16 +90,18 @@ def build_index(tmp: Path) -> Path:
     return tmp / "data" / "index"
 
 
-def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]]) -> None:
-    """Run each photo through the models once; keep what `decide` needs (hits and the read)."""
+def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]], second: bool = False) -> None:
+    """Run each photo through the models once; keep what `decide` needs (hits and the read). `second`:
+    the detector's second opinion behind it, as `CARDCAT_SCAN_SECOND_DETECTOR` serves it."""
     from benchmarks.scan_accuracy import job_photo
-    from models.detector import CardDetector
+    from models.detector import SECOND_WEIGHTS, CardDetector
     from models.embedder import CardEmbedder
     from models.geometry import half_turn, rectify
     from models.index import CardIndex
     from models.ocr import PrintReader
 
-    detector, embedder, reader = CardDetector(), CardEmbedder(), PrintReader()
+    detector = CardDetector(second=CardDetector(SECOND_WEIGHTS) if second else None)
+    embedder, reader = CardEmbedder(), PrintReader()
     index = CardIndex.load(index_dir)
     for job in tqdm(jobs, desc="photos", unit=" photos"):
         photo = job_photo(job)
@@ -220,6 +222,9 @@ def main() -> int:
     )
     parser.add_argument("--observed", type=Path, help="JSON of the models' outputs: written, or replayed")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="print")
+    parser.add_argument(
+        "--second-detector", action="store_true", help="the detector's second opinion behind it (#43)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
     args = parser.parse_args()
     from benchmarks.scan_accuracy import photo_jobs
@@ -243,7 +248,7 @@ def main() -> int:
             index_dir = build_index(Path(tmp))
             table_records = json.loads((index_dir / "cards.json").read_text())
             table = PrintTable.from_records(table_records)
-            observe(index_dir, table, jobs)
+            observe(index_dir, table, jobs, args.second_detector)
         if args.observed:
             args.observed.write_text(json.dumps([table_records, jobs]))
     print(f"observed {len(jobs)} photos in {time.perf_counter() - started:.0f} s")
