@@ -446,11 +446,10 @@ def print_table(report: dict[str, Any]) -> None:
 
 def classify_misses(card_jobs: list[dict[str, Any]], second: bool) -> None:
     """Set `miss` on every card photo whose first match is not its card: `detector_miss` when the
-    scanner's detector (same weights, and its second opinion where the run had one: `second`, run here on
-    the same photo) finds no quad or one more than
-    DETECTOR_MISS_PCT off, else what the answer was: `print_unreadable` / `no_confident_match` (no
-    matches), `wrong_alone` (one match, wrong), `wrong_race` (several, none right), `not_first` (the card
-    among the matches but not first)."""
+    scanner's detector (same weights, with its second opinion where the run had one: `second`; run here
+    on the same photo) finds no quad or one more than DETECTOR_MISS_PCT off, else what the answer was:
+    `print_unreadable` / `no_confident_match` (no matches), `wrong_alone` (one match, wrong), `wrong_race`
+    (several, none right), `not_first` (the card among the matches but not first)."""
     from models.detector import SECOND_WEIGHTS, CardDetector
     from training.detector.evaluate import corner_error_pct
 

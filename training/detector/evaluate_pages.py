@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 
 from models.geometry import read_face
 from models.page_detector import PageDetector, PageFind
 from serve_app.page_layout import arrange
 from training.detector.data import face_paths
-from training.detector.evaluate import DEFAULT_MANIFEST
+from training.detector.evaluate import DEFAULT_MANIFEST, settings
 from training.pages import GRIDS, POCKET_BACK_P, PagePhoto, make_page_photo, make_spread_photo
 from training.synth import BENCH_SEED_BASE, VAL_SEED_BASE
 
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="inference knobs")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    knobs = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.set)}
+    knobs = settings(args.set)
     faces = face_paths(args.manifest.expanduser(), holdout=True)
     if not faces:
         parser.error(f"no held-out faces under {args.manifest}")

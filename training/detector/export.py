@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from models.checkpoints import fp16_state
 from models.detector import WEIGHTS, DetectorConfig
 from models.detector_net import build_net
 from training.detector import export_onnx
 from training.detector.data import face_paths
-from training.detector.evaluate import KIND_OFFSETS
+from training.detector.evaluate import KIND_OFFSETS, settings
 from training.detector.evaluate import main as evaluate_main
 from training.detector.train import REPO
 from training.runconfig import git_sha
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         " the manifest (judged there, never chosen on; training/ never imports that maker)",
     )
     args = parser.parse_args(argv)
-    overrides = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.set)}
+    overrides = settings(args.set)
     facts = export(args.run, args.out, overrides)
     report_path = args.eval or args.run / "benchmark.json"
     if args.eval is None:
