@@ -79,6 +79,17 @@ MISS_KINDS = (
 )
 
 
+def thresholds(pairs: list[str]) -> dict[str, float]:
+    """`--threshold NAME=VALUE` flags as CARDCAT_SCAN_THRESHOLDS' mapping (`cardcat serve` checks names)."""
+    named = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--threshold takes NAME=VALUE, not {pair!r}")
+        named[name.strip()] = float(value)
+    return named
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--standard", type=int, default=600)
@@ -118,6 +129,13 @@ def parse_args() -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the detector's second opinion (CARDCAT_SCAN_SECOND_DETECTOR; default: the setting's)",
+    )
+    parser.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a fusion threshold other than the shipped one (CARDCAT_SCAN_THRESHOLDS): close_similarity=0.8",
     )
     parser.add_argument("--out", type=Path, help="default results/scan_accuracy.json (_heldout.json)")
     args = parser.parse_args()
@@ -323,6 +341,8 @@ def main() -> int:
         }
         if args.second_detector is not None:
             scanner_env["CARDCAT_SCAN_SECOND_DETECTOR"] = str(args.second_detector).lower()
+        if args.threshold:
+            scanner_env["CARDCAT_SCAN_THRESHOLDS"] = json.dumps(thresholds(args.threshold))
         if args.batch_wait_ms is not None:
             scanner_env["CARDCAT_SCAN_BATCH_WAIT_MS"] = str(args.batch_wait_ms)
         for model in MODELS:
@@ -380,6 +400,7 @@ def main() -> int:
         "batch_wait_ms": args.batch_wait_ms,
         "first_look": args.first_look,
         "second_detector": args.second_detector,
+        "thresholds": thresholds(args.threshold),
         **{f"{model}_runtime": getattr(args, f"{model}_runtime") for model in MODELS},
         "cpu_count": __import__("os").cpu_count(),
         # The networks' last bits, and so a few knife-edge answers, depend on the CPU's instructions.

@@ -121,11 +121,13 @@ class Thresholds:
     # With nothing legible, "nothing looked close" (spec rule 4: `print_unreadable`) means the best card
     # scores under this, about what photos with no card in them reach; at or above it the best artwork's
     # reprints race (#43). Chosen on validation photos of training.synth only (seeds 20,000,000+, apart
-    # from every benchmark's): `benchmarks/fusion_sweep.py --grid close --standard 0 --hard 150 --nocard
-    # 500` (results/fusion_sweep_close.json, docs/hard-photos.md#the-close-bound): no no-card photo
-    # matched at any bound from 0.50 to 0.85 (the detector found no quad in any), and every bound up to
-    # 0.78 answered the 150 hard photos equally well (0.80 lost one); the highest of those is kept.
-    close_similarity: float = 0.78
+    # from every benchmark's): first 0.78 with cardnet-v3 (`benchmarks/fusion_sweep.py --grid close`,
+    # results/fusion_sweep_close.json, docs/hard-photos.md#the-close-bound); with cardnet-v6 (#43's
+    # embedder held to v3's clean faces), `--grid close --standard 0 --hard 200 --hard-bucket harsh
+    # --nocard 200 --empty 300` matched 0.6% of the 500 no-card scenes (card backs, empty holders) at
+    # 0.78 and none at 0.80 (results/fusion_sweep_close_empty_embedder_v6.json): the highest bound with
+    # no-card matches <= 0.5% and the hard figures at their best is 0.80.
+    close_similarity: float = 0.80
     # Confidence tiers (#44, `with_tier`): a lone answer the print (or the footer's odds) backs is
     # `certain` from `certain_with_print` up; one the picture alone gave (a unique artwork) from
     # `certain_picture` up; any other lone answer is `likely`; a race or no answer is `review`. Chosen on

@@ -13,6 +13,7 @@ It is set after Ray has started, so Ray's own processes never write into it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -63,7 +64,15 @@ def _stop_deliverer(process: Any, settings: Settings) -> None:
 def scan_config(settings: Settings) -> ScanConfig:
     """The scanner `serve` starts, as the `CARDCAT_SCAN_*` settings describe it."""
     from serve_app.config import SECOND_DETECTOR, ScanConfig
+    from serve_app.fusion import Thresholds
 
+    known = {f.name for f in dataclasses.fields(Thresholds)}
+    unknown = sorted(set(settings.scan_thresholds) - known)
+    if unknown:
+        raise click.ClickException(
+            f"CARDCAT_SCAN_THRESHOLDS names no fusion threshold: {', '.join(unknown)}"
+            f" (known: {', '.join(sorted(known))})"
+        )
     return ScanConfig(
         index_dir=str(settings.index_dir),
         replicas=settings.scan_replicas,
@@ -75,6 +84,7 @@ def scan_config(settings: Settings) -> ScanConfig:
         batch_wait_ms=settings.scan_batch_wait_ms,
         first_look=settings.scan_first_look,
         second_detector_weights=str(SECOND_DETECTOR) if settings.scan_second_detector else "",
+        thresholds=dict(settings.scan_thresholds),
     )
 
 

@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     # The detector's second opinion (serve_app.config.ScanConfig.second_detector_weights): another detector,
     # trained on harsher photos, asked only about photos the shipped one finds no card in.
     scan_second_detector: bool = False
+    # Fusion thresholds that differ from the shipped ones (serve_app.fusion.Thresholds), as JSON, e.g.
+    # `{"close_similarity": 0.8}`: for measuring a bound before it ships, or an operator whose photos call
+    # for another. A name Thresholds does not have stops `cardcat serve`.
+    scan_thresholds: dict[str, float] = Field(default_factory=dict)
     # Key that signs the price snapshot download URLs carried by events. Empty: random, kept in
     # `<data_dir>/secrets.json` like the cursor secret. Set it (the same value on every replica and on the
     # host that runs `prices sync`) wherever they do not share a writable data dir.

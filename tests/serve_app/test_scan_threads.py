@@ -7,9 +7,13 @@ import dataclasses
 import subprocess
 import sys
 
+import click
+import pytest
+
 from cardcat.cli.serve import scan_config
 from cardcat.stack import REPO
 from catalog_api.kit.settings import Settings
+from serve_app.fusion import Thresholds
 
 
 def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
@@ -24,6 +28,7 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     monkeypatch.setenv("CARDCAT_SCAN_FIRST_LOOK", "false")
     flipped = not Settings().scan_second_detector
     monkeypatch.setenv("CARDCAT_SCAN_SECOND_DETECTOR", str(flipped).lower())
+    monkeypatch.setenv("CARDCAT_SCAN_THRESHOLDS", '{"close_similarity": 0.81, "accept": 0.96}')
     config = scan_config(Settings())
     assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
     assert config.embedder_options()["kind"] == "onnx" and config.backend_options()["kind"] == "torch"
@@ -32,6 +37,9 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     assert config.resolved(gpu=True) == config  # nothing left to choose
     assert config.batch_wait_ms == 7.5 and config.first_look is False
     assert bool(config.second_detector_weights) is flipped
+    fusion = config.fusion_thresholds()
+    assert (fusion.close_similarity, fusion.accept) == (0.81, 0.96)
+    assert fusion.margin == Thresholds().margin  # the ones not named stay the shipped ones
     assert config.index_dir == str(Settings().index_dir)
     names = (
         "THREADS",
@@ -41,12 +49,14 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
         "READER_RUNTIME",
         "FIRST_LOOK",
         "SECOND_DETECTOR",
+        "THRESHOLDS",
     )
     for name in names:
         monkeypatch.delenv(f"CARDCAT_SCAN_{name}")
     default = scan_config(Settings())
     assert default.threads == 1 and default.batch_wait_ms == Settings().scan_batch_wait_ms
     assert default.first_look is True
+    assert default.fusion_thresholds() == Thresholds()
     # "auto": ONNX Runtime where the model replicas get no GPU, torch where they do
     assert (default.detector_runtime, default.embedder_runtime, default.reader_runtime) == ("auto",) * 3
     cpu, gpu = default.resolved(gpu=False), default.resolved(gpu=True)
@@ -54,6 +64,14 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     assert gpu.detector_options()["kind"] == gpu.embedder_options()["kind"] == gpu.reader_options() == "torch"
     # a docTR checkpoint has no ONNX export: the reader runs it in torch
     assert dataclasses.replace(cpu, ocr_checkpoint="/x/reader.pt").reader_options() == "torch"
+
+
+def test_a_threshold_the_fusion_does_not_have_stops_serve(monkeypatch, tmp_path):
+    """A misspelt name would otherwise be dropped silently (or fail inside a Ray replica)."""
+    monkeypatch.setenv("CARDCAT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("CARDCAT_SCAN_THRESHOLDS", '{"close_similarty": 0.8}')
+    with pytest.raises(click.ClickException, match="close_similarty"):
+        scan_config(Settings())
 
 
 def test_a_cpu_replica_computes_with_the_threads_it_is_given():

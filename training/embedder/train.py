@@ -3,6 +3,9 @@
 Contrastive (InfoNCE) between each degraded photo and the clean faces of the batch, plus a memory of
 recent clean embeddings for more negatives than one CPU batch can hold. Cards that share an artwork are
 masked out of each other's negatives: they are reprints, and the embedding should keep them together.
+With `train.teacher` (e.g. the shipped weights), photos are matched against the teacher's embeddings of
+the clean faces and the network's own clean faces are held to the teacher's (`train.distill`), so a run
+that teaches harder photos leaves the index's geometry, and the fusion's cosine bounds, where they were.
 
 The run lives in runs/embedder/<name>/ (resolved config, git SHA, metrics.jsonl, curves.png, last.pt) and
 resumes from last.pt by default; `--init models/weights/embedder.pt` starts a new run from shipped weights
@@ -28,7 +31,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from core.devices import resolve_device
-from models.checkpoints import atomic_save, fp16_state
+from models.checkpoints import atomic_save, fp16_state, load_weights
 from models.embedder import prepare
 from models.embedder_net import build_net, to_tensor
 from models.geometry import read_face
@@ -82,6 +85,12 @@ DEFAULTS: dict[str, Any] = {
         "val_every": 60,
         "val_cards": 512,
         "ckpt_every": 30,
+        # A teacher (exported weights, e.g. the shipped embedder): photos are contrasted against its
+        # embeddings of the clean faces instead of the network's own, and the network's own clean faces
+        # are held to the teacher's (`distill`: weight of 2 - 2 cos). The index's geometry, and so how
+        # close wrong artworks sit, stays the teacher's while photos learn to land on their faces. "": off.
+        "teacher": "",
+        "distill": 1.0,
         "device": "cpu",  # auto: cuda when there is one
         "threads": 1,  # torch threads on the CPU (two shared cores: one for the net, one for a worker)
     },
@@ -108,6 +117,24 @@ def info_nce(
     target = torch.arange(len(q), device=q.device)
     back = (k @ q.T / temperature).masked_fill(same[:, : len(q)], float("-inf"))
     return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(back, target))
+
+
+def load_teacher(path: str, model: dict[str, Any], device: torch.device) -> torch.nn.Module | None:
+    """The frozen network whose clean-face embeddings the photos are matched against (None: no teacher)."""
+    if not path:
+        return None
+    teacher = build_net(model)
+    load_weights(teacher, torch.load(REPO / path, map_location="cpu", weights_only=False))
+    teacher = teacher.to(device).to(memory_format=torch.channels_last).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+def distill_loss(k: torch.Tensor, teacher_k: torch.Tensor) -> torch.Tensor:
+    """Squared distance of unit vectors (2 - 2 cos): how far the network's clean faces moved off the
+    teacher's."""
+    return (2 - 2 * (k * teacher_k).sum(1)).mean()
 
 
 def validation_set(
@@ -227,6 +254,7 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
     if state is not None:
         opt.load_state_dict(state["opt"])
     val = validation_set(held, tc["val_cards"], size)
+    teacher = load_teacher(tc.get("teacher", ""), config["model"], device)
     sampler = HardBatchSampler(
         dataset, tc["batch_size"], tc["hard_fraction"], config["seed"], start_step=step
     )
@@ -259,7 +287,15 @@ def train(config: dict[str, Any], init: Path | None = None) -> Path:
         memory = None
         if progress >= tc["memory_start"] and mem_q:
             memory = (torch.cat([m[0] for m in mem_q]), torch.cat([m[1] for m in mem_q]))
-        loss = info_nce(q, k, arts, memory, tc["temperature"])
+        if teacher is None:
+            loss = info_nce(q, k, arts, memory, tc["temperature"])
+        else:
+            with torch.no_grad():
+                clean = x[: len(anchors)].contiguous(memory_format=torch.channels_last)
+                teacher_k = teacher(clean)
+            loss = info_nce(q, teacher_k, arts, memory, tc["temperature"])
+            loss = loss + tc["distill"] * distill_loss(k, teacher_k)
+            k = teacher_k  # the memory holds the keys photos are matched against
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
