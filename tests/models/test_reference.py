@@ -6,8 +6,9 @@ The detector's quads were re-recorded on 2026-11-25, when its zoomed views began
 pyramid (`models.quads.Pyramid`, a deliberate change of pixels: corners moved by at most 0.4 px), and again
 that day for the detector retrained on #13's hard photos (unet224-v7-cpu: corners moved by at most 2.3 px),
 and the vectors once more for the embedder retrained on them (cardnet-v3-cpu), and the quads for the
-detector trained longer on them (unet224-v8-cpu: corners moved by at most 3.1 px); the reader's outputs
-stay as first recorded.
+detector trained longer on them (unet224-v8-cpu: corners moved by at most 3.1 px), and the vectors again
+for the embedder held to those vectors' clean faces on glared photos (cardnet-v6-cpu, 2026-12-07; only
+the vectors were rewritten); the reader's outputs stay as first recorded.
 """
 
 from __future__ import annotations
