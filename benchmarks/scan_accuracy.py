@@ -81,13 +81,12 @@ MISS_KINDS = (
 
 def thresholds(pairs: list[str]) -> dict[str, float]:
     """`--threshold NAME=VALUE` flags as CARDCAT_SCAN_THRESHOLDS' mapping (`cardcat serve` checks names)."""
-    named = {}
+    from training.detector.evaluate import settings
+
     for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
+        if "=" not in pair:
             raise SystemExit(f"--threshold takes NAME=VALUE, not {pair!r}")
-        named[name.strip()] = float(value)
-    return named
+    return {name.strip(): float(value) for name, value in settings(pairs).items()}
 
 
 def parse_args() -> argparse.Namespace:
@@ -139,6 +138,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, help="default results/scan_accuracy.json (_heldout.json)")
     args = parser.parse_args()
+    args.threshold = thresholds(args.threshold)
     if args.out is None:
         name = "scan_accuracy.json" if args.maker == "synth" else "scan_accuracy_heldout.json"
         args.out = REPO / "benchmarks" / "results" / name
@@ -342,7 +342,7 @@ def main() -> int:
         if args.second_detector is not None:
             scanner_env["CARDCAT_SCAN_SECOND_DETECTOR"] = str(args.second_detector).lower()
         if args.threshold:
-            scanner_env["CARDCAT_SCAN_THRESHOLDS"] = json.dumps(thresholds(args.threshold))
+            scanner_env["CARDCAT_SCAN_THRESHOLDS"] = json.dumps(args.threshold)
         if args.batch_wait_ms is not None:
             scanner_env["CARDCAT_SCAN_BATCH_WAIT_MS"] = str(args.batch_wait_ms)
         for model in MODELS:
@@ -400,7 +400,7 @@ def main() -> int:
         "batch_wait_ms": args.batch_wait_ms,
         "first_look": args.first_look,
         "second_detector": args.second_detector,
-        "thresholds": thresholds(args.threshold),
+        "thresholds": args.threshold,
         **{f"{model}_runtime": getattr(args, f"{model}_runtime") for model in MODELS},
         "cpu_count": __import__("os").cpu_count(),
         # The networks' last bits, and so a few knife-edge answers, depend on the CPU's instructions.
