@@ -68,7 +68,7 @@ from serve_app.app import (
     Embedder,
     Reader,
     _set_batching,
-    build_app,
+    compose_app,
 )
 from serve_app.config import ScanConfig
 from serve_app.fusion import Hits, PrintTable, Read
@@ -174,7 +174,7 @@ def serve_stand_ins(index_dir: str, address_file: str) -> int:
     serve.start(proxy_location="Disabled", logging_config={"log_level": "WARNING"})
     config = ScanConfig(index_dir=index_dir, device="cpu")
     stand_ins = {"detector": BareDetector, "embedder": BareEmbedder, "reader": BareReader}
-    serve.run(build_app(config.as_dict(), classes=stand_ins), name=APP_NAME, blocking=False)
+    serve.run(compose_app(config.as_dict(), classes=stand_ins), name=APP_NAME, blocking=False)
     pace = {name: os.environ[name] for name in SERVE_PACE}
     up = {"address": ray.get_runtime_context().gcs_address, "start_s": time.perf_counter() - started, **pace}
     written = Path(address_file + ".part")  # the other process waits for the whole file

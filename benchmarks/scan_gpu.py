@@ -33,6 +33,7 @@ import multiprocessing as mp
 import os
 import platform
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -49,10 +50,14 @@ STAGES = ("decode+locate", "search", "read", "fuse")
 
 
 # ------------------------------------------------------------------------------------------- prepare
-def prepare(out: Path, count: int, size: str, only: list[str] | None = None) -> None:
+def prepare(
+    out: Path, count: int, size: str, only: list[str] | None = None, deployment: bool = False
+) -> None:
     """`out/index`: the index `cardcat index build` makes of the catalog (every expansion, or `only`;
     SQLite deployment); `out/photos/*.jpg` + `out/photos.json`: phone photos of random indexed cards, as
-    scan_load makes them."""
+    scan_load makes them. With `deployment`, the deployment too, for `cardcat serve` over it
+    (`benchmarks/scan_gpu_stack.py`): its database as `out/cardcat.db` and its data dir as
+    `out/deployment`, less the card images (scans never read them) and the index (`out/index`)."""
     from benchmarks.scan_load import make_photos
     from cardcat.stack import SHARED_CATALOG, Service, create_database, require_shared, write_subset_feed
     from catalog_api.ingest.feed import feed_path, read_jsonl
@@ -72,6 +77,20 @@ def prepare(out: Path, count: int, size: str, only: list[str] | None = None) -> 
         service.cli("index", "build", "--quiet")
         shutil.rmtree(out / "index", ignore_errors=True)
         shutil.copytree(Path(tmp) / "data" / "index", out / "index")
+        if deployment:
+            shutil.rmtree(out / "deployment", ignore_errors=True)
+            top = str(Path(tmp) / "data")
+            shutil.copytree(
+                top, out / "deployment", ignore=lambda d, _: ["images", "index"] if d == top else []
+            )
+            (out / "cardcat.db").unlink(missing_ok=True)
+            source = sqlite3.connect(service.db.url.removeprefix("sqlite:///"))
+            target = sqlite3.connect(out / "cardcat.db")
+            try:
+                source.backup(target)
+            finally:
+                source.close()
+                target.close()
     photos = make_photos(card_ids, size, count, SEED_BASE)
     (out / "photos").mkdir(parents=True, exist_ok=True)
     for i, photo in enumerate(photos):

@@ -442,10 +442,17 @@ def _wants_gpu(device: str) -> bool:
     return resolve_device(device) == "cuda"
 
 
-def build_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> Any:
-    """`serve run serve_app.app:build_app index_dir=...` and the deploy/ configs call this. `classes`
-    replaces deployments by role ("detector", "embedder", "reader"): `benchmarks/scan_floor.py` serves
-    stand-ins without networks through the same options and composition, to measure what Ray costs."""
+def build_app(args: dict[str, Any]) -> Any:
+    """`serve run serve_app.app:build_app index_dir=...` and the deploy/ configs call this. Ray takes an
+    application builder of exactly one parameter (`serve deploy` refuses any other), so the stand-ins'
+    variant is `compose_app`."""
+    return compose_app(args)
+
+
+def compose_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> Any:
+    """The scanner application. `classes` replaces deployments by role ("detector", "embedder",
+    "reader"): `benchmarks/scan_floor.py` serves stand-ins without networks through the same options and
+    composition, to measure what Ray costs."""
     config = ScanConfig(**args)
     device = config.device
     gpu = _wants_gpu(device)

@@ -1,5 +1,7 @@
 """The Ray Serve configs in deploy/ as Ray would schedule them: every replica fits the node it is meant for,
-every batch can fill, and the application arguments are ones `build_app` takes."""
+every batch can fill, the application arguments are ones `build_app` takes, and Ray's own config path
+(`serve deploy`, `serve run CONFIG`) builds the application and finds every deployment the config
+tunes."""
 
 from __future__ import annotations
 
@@ -50,6 +52,31 @@ def test_serve_config_fits_its_node_and_fills_its_batches(name: str) -> None:
             batch = deployment["user_config"]["max_batch_size"]
             assert deployment["max_ongoing_requests"] >= batch, f"{deployment['name']} never fills a batch"
     assert used["cpu"] <= node["cpu"] and used["gpu"] <= node["gpu"], (name, used, node)
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "gpu.yaml", "rayservice.yaml"])
+def test_ray_builds_the_configs_application_and_finds_its_deployments(name: str) -> None:
+    """What Ray's controller does with a config before any replica starts: parse it, call the import
+    path's builder with the args (Ray refuses a builder of more than one parameter), and match the
+    config's deployments by name. Until 2026-12-07 `build_app` took two, and `serve deploy` of every
+    config here failed with "Application builder functions should take exactly one parameter"."""
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+    from ray.serve._private.build_app import build_app as ray_build_app
+    from ray.serve.handle import DeploymentHandle
+    from ray.serve.schema import ServeDeploySchema
+
+    from serve_app.app import build_app
+
+    config, _ = serve_configs()[name]
+    schema = ServeDeploySchema(**config)
+    (app,) = schema.applications
+    application = call_user_app_builder_with_args_if_necessary(build_app, app.args)
+    built = ray_build_app(
+        application, name=app.name, make_deployment_handle=lambda d, a: DeploymentHandle(d.name, a)
+    )
+    names = {d.name for d in built.deployments}
+    assert {d.name for d in app.deployments} <= names, (names, [d.name for d in app.deployments])
+    assert built.ingress_deployment_name == "ScanService"
 
 
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
