@@ -32,7 +32,6 @@ import inspect
 import json
 import os
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +47,7 @@ from ray.serve.metrics import Counter
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import host
+from benchmarks.ray_side import publish_and_hold, ray_side
 from benchmarks.scan_load import (
     BENCH_RATE_LIMIT,
     SIZES,
@@ -177,12 +177,7 @@ def serve_stand_ins(index_dir: str, address_file: str) -> int:
     serve.run(compose_app(config.as_dict(), classes=stand_ins), name=APP_NAME, blocking=False)
     pace = {name: os.environ[name] for name in SERVE_PACE}
     up = {"address": ray.get_runtime_context().gcs_address, "start_s": time.perf_counter() - started, **pace}
-    written = Path(address_file + ".part")  # the other process waits for the whole file
-    written.write_text(json.dumps(up))
-    written.rename(address_file)
-    sys.stdin.read()
-    serve.shutdown()
-    ray.shutdown()
+    publish_and_hold(address_file, up)
     return 0
 
 
@@ -310,44 +305,31 @@ def main() -> int:
         service.cli("index", "build", "--quiet")
         key = service.new_key()
         address_file = Path(tmp) / "ray-address"
-        ray_side = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "--serve-stand-ins",
-                str(Path(tmp) / "data" / "index"),
-                str(address_file),
-            ],
-            env={**os.environ, **auth},
-            stdin=subprocess.PIPE,
-        )
-        try:
-            deadline = time.monotonic() + 180
-            while not address_file.exists():
-                if ray_side.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the stand-in app did not start")
-                time.sleep(0.5)
-            ray_up = json.loads(address_file.read_text())
-            print(f"Ray and the stand-in app up in {ray_up['start_s']:.1f} s ({ray_up})", flush=True)
-            service.extra_env.update(
-                auth,
-                CARDCAT_SCAN_APP=APP_NAME,
-                CARDCAT_RAY_ADDRESS=ray_up["address"],
-                CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
-            )
-            base_url = service.start("--scan", timeout=120)
-            roots = [ray_side.pid, service.processes[0].pid]
-            result = asyncio.run(measure(base_url, key, photos, roots, args)) | {"ray": ray_up}
-            # Calls the ingress had to try again (a replica's error, e.g. a face the Reader could not
-            # fetch: docs/scanner-performance.md, "The floor"); the answers above count only statuses.
-            logs = Path(tmp).glob("server-*.log")
-            result["scanner_calls_failed"] = sum(log.read_text().count("scanner call failed") for log in logs)
-            print(f"scanner calls the ingress tried again: {result['scanner_calls_failed']}")
-        finally:
-            service.stop()
-            if ray_side.stdin:
-                ray_side.stdin.close()
-            ray_side.wait(timeout=60)
+        command = [sys.executable, __file__, "--serve-stand-ins", str(Path(tmp) / "data" / "index")]
+        with ray_side(
+            [*command, str(address_file)], address_file, {**os.environ, **auth}, 180, "the stand-in app"
+        ) as (child, ray_up):
+            try:
+                print(f"Ray and the stand-in app up in {ray_up['start_s']:.1f} s ({ray_up})", flush=True)
+                service.extra_env.update(
+                    auth,
+                    CARDCAT_SCAN_APP=APP_NAME,
+                    CARDCAT_RAY_ADDRESS=ray_up["address"],
+                    CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
+                )
+                base_url = service.start("--scan", timeout=120)
+                roots = [child.pid, service.processes[0].pid]
+                result = asyncio.run(measure(base_url, key, photos, roots, args)) | {"ray": ray_up}
+                # Calls the ingress had to try again (a replica's error, e.g. a face the Reader could
+                # not fetch: docs/scanner-performance.md, "The floor"); the answers above count only
+                # statuses.
+                logs = Path(tmp).glob("server-*.log")
+                result["scanner_calls_failed"] = sum(
+                    log.read_text().count("scanner call failed") for log in logs
+                )
+                print(f"scanner calls the ingress tried again: {result['scanner_calls_failed']}")
+            finally:
+                service.stop()
     result["meta"] = {
         "command": " ".join(sys.argv),
         "photos": f"{args.photos} {args.size} phone photos (scan_load.py's), mean "

@@ -297,6 +297,8 @@ def serve_config(config_path: str, index_dir: str, address_file: str, photos_in_
     from ray.serve.schema import ServeDeploySchema
 
     sys.path.insert(0, str(REPO))
+    from benchmarks.ray_side import publish_and_hold
+
     # Ray's processes (the replicas) import the scanner from the checkout, as this one does.
     path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), path]))
@@ -328,12 +330,7 @@ def serve_config(config_path: str, index_dir: str, address_file: str, photos_in_
         time.sleep(1)
     up = {"address": ray.get_runtime_context().gcs_address, "start_s": time.perf_counter() - started}
     up["app"] = names[0]
-    written = Path(address_file + ".part")
-    written.write_text(json.dumps(up))
-    written.rename(address_file)
-    sys.stdin.read()
-    serve.shutdown()
-    ray.shutdown()
+    publish_and_hold(address_file, up)
     return 0
 
 
@@ -498,6 +495,7 @@ def row_line(r: dict[str, Any]) -> str:
 def load(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO))
     from benchmarks import host
+    from benchmarks.ray_side import ray_side
     from benchmarks.scan_load import BENCH_RATE_LIMIT
     from cardcat.stack import Database, Service
 
@@ -509,53 +507,30 @@ def load(args: argparse.Namespace) -> int:
     address_file.unlink(missing_ok=True)
     # Ray's token, shared by its processes and the ingress, as on a real cluster (deploy/serve/gpu.yaml).
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    ray_side = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "serve-config",
-            str(args.config),
-            str(data / "index"),
-            str(address_file),
-            str(args.workers * args.max_in_flight),
-        ],
-        stdin=subprocess.PIPE,
-        cwd=REPO,
-        env={**os.environ, **auth},
-    )
+    command = [sys.executable, __file__, "serve-config", str(args.config), str(data / "index")]
+    command += [str(address_file), str(args.workers * args.max_in_flight)]
     service = Service(Database(f"sqlite:///{data / 'cardcat.db'}", "sqlite"), data / "deployment")
-    try:
-        deadline = time.monotonic() + 900
-        while not address_file.exists():
-            if ray_side.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("Ray's side did not start")
-            time.sleep(0.5)
-        up = json.loads(address_file.read_text())
-        print(f"Ray and the scanner up in {up['start_s']:.0f} s", flush=True)
-        service.extra_env.update(
-            auth,
-            CARDCAT_SCAN_APP=up["app"],
-            CARDCAT_RAY_ADDRESS=up["address"],
-            CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
-            CARDCAT_SCAN_MAX_IN_FLIGHT=str(args.max_in_flight),
-        )
-        service.start("--no-scan", "--workers", str(args.workers), timeout=300)
-        key = service.quick_key()
-        roots = [ray_side.pid, service.processes[0].pid]
-        print(HEADER, flush=True)
-        rows = []
-        for concurrency in args.concurrency:
-            row = measure_row(service.base_url, key, photos, concurrency, args, roots)
-            rows.append(row)
-            print(row_line(row), flush=True)
-    finally:
-        service.stop()
-        if ray_side.stdin:
-            ray_side.stdin.close()
+    with ray_side(command, address_file, {**os.environ, **auth}, 900, "Ray's side") as (child, up):
         try:
-            ray_side.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            ray_side.kill()
+            print(f"Ray and the scanner up in {up['start_s']:.0f} s", flush=True)
+            service.extra_env.update(
+                auth,
+                CARDCAT_SCAN_APP=up["app"],
+                CARDCAT_RAY_ADDRESS=up["address"],
+                CARDCAT_RATE_LIMIT=str(BENCH_RATE_LIMIT),
+                CARDCAT_SCAN_MAX_IN_FLIGHT=str(args.max_in_flight),
+            )
+            service.start("--no-scan", "--workers", str(args.workers), timeout=300)
+            key = service.quick_key()
+            roots = [child.pid, service.processes[0].pid]
+            print(HEADER, flush=True)
+            rows = []
+            for concurrency in args.concurrency:
+                row = measure_row(service.base_url, key, photos, concurrency, args, roots)
+                rows.append(row)
+                print(row_line(row), flush=True)
+        finally:
+            service.stop()
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU x{os.cpu_count()}"
