@@ -10,11 +10,20 @@ rates are printed and written to JSON.
     .venv/bin/python benchmarks/fusion_sweep.py [--standard 300 --hard 200 --nocard 100]
         [--hard-bucket hard|hard-v1|harsh]   # training.synth's hard bucket (#13's, the one before, #43's)
         [--empty 300]   # no-card photos of card backs and empty holders (training.synth.make_empty_photo)
+        [--stranger 200]   # photos of cards the catalog does not have (training.renders.stranger_face)
         [--observed FILE]   # keep what the models saw in FILE, or replay it when FILE exists (no models)
-        [--grid print|close|footer|tiers]   # which thresholds to sweep (GRIDS)
+        [--grid print|close|footer|tiers|check]   # which thresholds to sweep (GRIDS)
+        [--no-second-detector] [--no-face-check]   # leave out the second opinion, the face check
 
 `--grid tiers` (#44) sweeps the confidence tiers' bounds and chooses, for each, the lowest at which no
 `certain` answer on these photos was wrong (`choose_tiers`); it prints each tier's share and precision.
+
+`--second-detector` and `--face-check` (#43) follow the served settings unless told (`--no-...`). The face
+check's score of every find is recorded, the detector refusing none, and the replay refuses a find under
+the check's shipped bound as the scanner does; `--grid check` sweeps that bound instead. The second opinion
+is not asked in a refused find's place as the scanner asks it, so a card it would have found after a
+refusal counts as lost here: the replay errs against the check. `choose_check` takes the bound that answers
+the most hard photos right with no-card matches <= 0.5%.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cardcat.stack` 
 
 from cardcat.stack import REPO, SHARED_CATALOG, Service, create_database
 from catalog_api.ingest.feed import feed_path, read_jsonl
+from catalog_api.kit.settings import Settings
+from models.face_check import FaceCheck
 from serve_app.fusion import (
     MAX_MATCHES,
     PrintTable,
@@ -72,6 +83,12 @@ GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
         "footer_floor": (0.03, 0.1, 0.2, 0.3),
         "footer_accept": (0.9, 0.97),
     },
+    # The face check's bound (#43, `models.face_check`; 0: no check) with the close bound it lets down: a
+    # find scoring under it is no card (needs `--face-check`, which records each find's score).
+    "check": {
+        "face_check": (0.0, 0.01, 0.0222, 0.05, 0.1, 0.2, 0.3, 0.5),
+        "close_similarity": (0.7, 0.72, 0.74, 0.76, 0.78, 0.8),
+    },
     # The confidence tiers' bounds (#44): a lone answer the print backs, or the picture alone gave.
     "tiers": {
         "certain_with_print": (0.82, 0.84, 0.86, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98, 1.01),
@@ -90,17 +107,21 @@ def build_index(tmp: Path) -> Path:
     return tmp / "data" / "index"
 
 
-def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]], second: bool = False) -> None:
+def observe(
+    index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]], second: bool = False, check: bool = False
+) -> None:
     """Run each photo through the models once; keep what `decide` needs (hits and the read). `second`:
-    the detector's second opinion behind it, as `CARDCAT_SCAN_SECOND_DETECTOR` serves it."""
-    from benchmarks.scan_accuracy import job_photo
-    from models.detector import SECOND_WEIGHTS, CardDetector
+    the detector's second opinion behind it, as `CARDCAT_SCAN_SECOND_DETECTOR` serves it; `check`: each
+    find's face check score in `check` (nothing refused here: `--grid check` replays the bound)."""
+    from benchmarks.scan_accuracy import job_photo, scanner_detector
     from models.embedder import CardEmbedder
+    from models.face_check import FaceCheck, cut
     from models.geometry import half_turn, rectify
     from models.index import CardIndex
     from models.ocr import PrintReader
 
-    detector = CardDetector(second=CardDetector(SECOND_WEIGHTS) if second else None)
+    detector = scanner_detector(second, False)
+    face_check = FaceCheck() if check else None
     embedder, reader = CardEmbedder(), PrintReader()
     index = CardIndex.load(index_dir)
     for job in tqdm(jobs, desc="photos", unit=" photos"):
@@ -109,6 +130,8 @@ def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]], seco
         job["hits"], job["read"] = [], None
         if quad is None:
             continue
+        if face_check is not None:
+            job["check"] = float(face_check.scores([cut(photo.image, quad)])[0])
         face = rectify(photo.image, quad)
         turned = half_turn(face)
         upright, upside_down = index.search(embedder.embed_batch([face, turned]), 32)
@@ -117,15 +140,20 @@ def observe(index_dir: Path, table: PrintTable, jobs: list[dict[str, Any]], seco
         job["read"] = dataclasses.asdict(reader.read_batch([best_face], footers)[0])
 
 
-def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[str, float]:
-    """The accuracy benchmark's rates (`scan_accuracy.rates`) for one threshold setting."""
+def score(
+    jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds, check: float = 0.0
+) -> dict[str, float]:
+    """The accuracy benchmark's rates (`scan_accuracy.rates`) for one threshold setting; `check`: the face
+    check's bound (a find scoring under it is no card)."""
     from benchmarks.scan_accuracy import rates
 
     for job in jobs:
-        read = Read(**job["read"]) if job["read"] else None
+        refused = job.get("check", 1.0) < check
+        read = Read(**job["read"]) if job["read"] and not refused else None
+        hits = {} if refused else dict(job["hits"])
         # As the scanner serves it: a photo the picture alone answers is never read (its matches are
         # the same either way, `picture_answer`; its tier is the picture's).
-        decision = picture_answer(dict(job["hits"]), table, t) or decide(dict(job["hits"]), read, table, t)
+        decision = picture_answer(hits, table, t) or decide(hits, read, table, t)
         job["matches"], job["tier"] = [cid for cid, _ in decision.matches], decision.tier
         job["race_artwork"] = decision.details.get("race_artwork")
     cards = [j for j in jobs if j["kind"] != "nocard"]
@@ -134,10 +162,13 @@ def score(jobs: list[dict[str, Any]], table: PrintTable, t: Thresholds) -> dict[
         split = rates([j for j in cards if f"{j['kind']}.{j['artwork']}" == key])
         out[f"{key}.top1"], out[f"{key}.top5"] = split["top1"], split["top5"]
     out["confident_wrong"] = rates(cards)["confident_wrong"]
-    nocard = [j for j in jobs if j["kind"] == "nocard"]
+    # #43's no-card figure: photos with no card in them (a card the catalog lacks is reported on its own)
+    nocard = [j for j in jobs if j["kind"] == "nocard" and j["bucket"] != "stranger"]
     out["nocard_false"] = sum(1 for j in nocard if j["matches"]) / max(1, len(nocard))
-    if empty := [j for j in nocard if j["bucket"] == "empty"]:
-        out["empty_false"] = sum(1 for j in empty if j["matches"]) / len(empty)
+    nocard = [j for j in jobs if j["kind"] == "nocard"]
+    for bucket in ("empty", "stranger"):
+        if these := [j for j in nocard if j["bucket"] == bucket]:
+            out[f"{bucket}_false"] = sum(1 for j in these if j["matches"]) / len(these)
     return out
 
 
@@ -186,6 +217,33 @@ def choose_tiers(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"rule": "lowest bound with no wrong certain answer, the other bound at its most cautious", **row}
 
 
+def hard_figures(row: dict[str, Any]) -> list[str]:
+    """A row's hard photos' accuracy figures (top-1 and true card among the matches, per artwork split);
+    not its tier columns, which count answers rather than right ones."""
+    return [k for k in row if k.startswith("hard.") and k.endswith((".top1", ".top5"))]
+
+
+def choose_check(rows: list[dict[str, Any]], bound: float = 0.005) -> dict[str, Any]:
+    """The face check's bound and close bound (#43) among the settings whose no-card false matches stay
+    <= `bound`: the most hard photos answered right (top-1 plus true card among the matches, both artwork
+    splits, summed), then the lowest check bound (fewest faces refused), then the highest close bound."""
+    allowed = [r for r in rows if r["nocard_false"] <= bound]
+    if not allowed:
+        row = min(rows, key=lambda r: (r["nocard_false"], -r["thresholds"]["close_similarity"]))
+        return {"rule": f"no setting keeps nocard_false <= {bound}: the fewest no-card matches", **row}
+    keys = hard_figures(allowed[0])
+    row = max(
+        allowed,
+        key=lambda r: (
+            round(sum(r[k] for k in keys), 6),
+            -r["thresholds"]["face_check"],
+            r["thresholds"]["close_similarity"],
+        ),
+    )
+    rule = f"nocard_false <= {bound}; most hard photos right, then the lowest check, the highest close bound"
+    return {"rule": rule, **row}
+
+
 def best_similarity_quantiles(jobs: list[dict[str, Any]]) -> dict[str, float | int]:
     """How close the picture's best hit came, over photos the detector found a quad in (the rest have no
     hits, and no rule can answer them): what a no-card photo reaches bounds what "looked close" means."""
@@ -203,7 +261,7 @@ def choose_close(rows: list[dict[str, Any]], bound: float = 0.005) -> dict[str, 
     photos never get near enough to tell bounds apart (the detector finds no quad in them), nothing
     here says a lower one is safe, so the highest that loses nothing is kept."""
     allowed = [r for r in rows if r["nocard_false"] <= bound]
-    keys = [k for k in allowed[0] if k.startswith("hard.")]
+    keys = hard_figures(allowed[0])
     best = {k: max(r[k] for r in allowed) for k in keys}
     full = [r for r in allowed if all(r[k] >= best[k] for k in keys)]
     row = max(full, key=lambda r: r["thresholds"]["close_similarity"])
@@ -220,10 +278,26 @@ def main() -> int:
     parser.add_argument(
         "--empty", type=int, default=0, help="no-card photos of card backs and empty holders, with --nocard's"
     )
+    parser.add_argument(
+        "--stranger",
+        type=int,
+        default=0,
+        help="no-card photos of cards the catalog does not have (`training.renders.stranger_face`), harsh",
+    )
     parser.add_argument("--observed", type=Path, help="JSON of the models' outputs: written, or replayed")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="print")
     parser.add_argument(
-        "--second-detector", action="store_true", help="the detector's second opinion behind it (#43)"
+        "--second-detector",
+        action=argparse.BooleanOptionalAction,
+        default=Settings().scan_second_detector,
+        help="the detector's second opinion behind it (#43; default: as served)",
+    )
+    parser.add_argument(
+        "--face-check",
+        action=argparse.BooleanOptionalAction,
+        default=Settings().scan_face_check,
+        help="the face check on its finds (#43; default: as served, CARDCAT_SCAN_FACE_CHECK): its scores are"
+        " recorded, and a find under its shipped bound is no card (except in --grid check, which sweeps it)",
     )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fusion_sweep.json")
     args = parser.parse_args()
@@ -239,6 +313,13 @@ def main() -> int:
         {"kind": "nocard", "maker": "synth", "bucket": "empty", "seed": SEED_BASE + 3_000_000 + i}
         for i in range(args.empty)
     ]
+    # Cards the catalog does not have (a set newer than it), drawn by the catalog's own renderer: face-like
+    # in every way, so the detector finds them and the face check passes them. Reported on their own
+    # (`stranger_false`), apart from #43's no-card figure, which the choices here are held to.
+    jobs += [
+        {"kind": "nocard", "maker": "synth", "bucket": "stranger", "seed": SEED_BASE + 4_000_000 + i}
+        for i in range(args.stranger)
+    ]
     started = time.perf_counter()
     if args.observed and args.observed.exists():
         table_records, jobs = json.loads(args.observed.read_text())
@@ -248,15 +329,17 @@ def main() -> int:
             index_dir = build_index(Path(tmp))
             table_records = json.loads((index_dir / "cards.json").read_text())
             table = PrintTable.from_records(table_records)
-            observe(index_dir, table, jobs, args.second_detector)
+            observe(index_dir, table, jobs, args.second_detector, args.face_check)
         if args.observed:
             args.observed.write_text(json.dumps([table_records, jobs]))
     print(f"observed {len(jobs)} photos in {time.perf_counter() - started:.0f} s")
     grid = GRIDS[args.grid]
     rows: list[dict[str, Any]] = []
+    served = FaceCheck().bound if any("check" in j for j in jobs) else 0.0  # the manifest's, as served
     for values in itertools.product(*grid.values()):
         setting = dict(zip(grid, values, strict=True))
-        rows.append({"thresholds": setting, **score(jobs, table, Thresholds(**setting))})
+        fusion = Thresholds(**{k: v for k, v in setting.items() if k != "face_check"})
+        rows.append({"thresholds": setting, **score(jobs, table, fusion, setting.get("face_check", served))})
     keys = [k for k in rows[0] if k != "thresholds"]
     print(" | ".join([*grid, *(k.replace(".top", " t") for k in keys)]))
     for row in sorted(rows, key=lambda r: (r["confident_wrong"], -r.get("standard.shared.top1", 0.0))):
@@ -268,9 +351,14 @@ def main() -> int:
     report["photos"] = dict(Counter(f"{j['kind']}.{j.get('artwork', '-')}" for j in jobs))
     report["nocard_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["kind"] == "nocard"])
     report["empty_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["bucket"] == "empty"])
+    stranger = [j for j in jobs if j["bucket"] == "stranger"]
+    report["stranger_best_similarity"] = best_similarity_quantiles(stranger)
     report["card_best_similarity"] = best_similarity_quantiles([j for j in jobs if j["kind"] != "nocard"])
     if args.grid == "close":
         report["chosen"] = choose_close(rows)
+        print(f"chosen: {report['chosen']}")
+    if args.grid == "check":
+        report["chosen"] = choose_check(rows)
         print(f"chosen: {report['chosen']}")
     if args.grid == "tiers":
         report["chosen"] = choose_tiers(rows)

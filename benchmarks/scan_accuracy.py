@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
@@ -48,6 +48,9 @@ from cardcat.stack import REPO, SHARED_CATALOG, launch_scanner
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from catalog_api.kit.settings import Settings
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
+
+if TYPE_CHECKING:
+    from models.detector import CardDetector
 
 # One key sends every photo: the 300/60 s budget would answer most of them 429.
 BENCH_RATE_LIMIT = 100_000_000
@@ -128,6 +131,12 @@ def parse_args() -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the detector's second opinion (CARDCAT_SCAN_SECOND_DETECTOR; default: the setting's)",
+    )
+    parser.add_argument(
+        "--face-check",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the face check on the detector's finds (CARDCAT_SCAN_FACE_CHECK; default: the setting's)",
     )
     parser.add_argument(
         "--threshold",
@@ -212,10 +221,17 @@ def job_photo(job: dict[str, Any]) -> Any:
             return make_heldout_nocard_photo(job["seed"], job["bucket"])
         face = np.asarray(Image.open(job["face"]).convert("RGB"))
         return make_heldout_photo(face, job["seed"], job["bucket"], job.get("card_id"))
-    from training.synth import make_empty_photo, make_nocard_photo, make_photo
+    from training.synth import held_look, make_empty_photo, make_nocard_photo, make_photo
 
     if job["kind"] == "nocard" and job["bucket"] == "empty":  # card backs and empty holders (#43)
         return make_empty_photo(job["seed"])
+    if job["kind"] == "nocard" and job["bucket"] == "stranger":  # a card the catalog lacks (#43)
+        from training.renders import stranger_face
+
+        seed = job["seed"]  # harsh photos, every other one in a toploader or a binder pocket
+        return make_photo(
+            stranger_face(seed), seed, "harsh", None, look=held_look(seed) if seed % 2 else None
+        )
     if job["kind"] == "nocard":
         return make_nocard_photo(job["seed"], hard_bucket=job["bucket"])
     face = np.asarray(Image.open(job["face"]).convert("RGB"))
@@ -341,6 +357,8 @@ def main() -> int:
         }
         if args.second_detector is not None:
             scanner_env["CARDCAT_SCAN_SECOND_DETECTOR"] = str(args.second_detector).lower()
+        if args.face_check is not None:
+            scanner_env["CARDCAT_SCAN_FACE_CHECK"] = str(args.face_check).lower()
         if args.threshold:
             scanner_env["CARDCAT_SCAN_THRESHOLDS"] = json.dumps(args.threshold)
         if args.batch_wait_ms is not None:
@@ -376,8 +394,12 @@ def main() -> int:
     wrong_alone = [j for j in card_jobs if len(j["matches"]) == 1 and j["matches"][0] != j["card_id"]]
     report["all"] = {"n": len(card_jobs), "confident_wrong": len(wrong_alone) / max(1, len(card_jobs))}
     print("classifying misses (the detector, run here on each missed photo)", flush=True)
-    second = args.second_detector
-    classify_misses(card_jobs, Settings().scan_second_detector if second is None else second)
+    second, check = args.second_detector, args.face_check
+    classify_misses(
+        card_jobs,
+        Settings().scan_second_detector if second is None else second,
+        Settings().scan_face_check if check is None else check,
+    )
     report["miss_kinds"] = miss_counts(card_jobs)
     print_table(report)
     report["tiers"] = tier_rates(jobs)
@@ -400,6 +422,7 @@ def main() -> int:
         "batch_wait_ms": args.batch_wait_ms,
         "first_look": args.first_look,
         "second_detector": args.second_detector,
+        "face_check": args.face_check,
         "thresholds": args.threshold,
         **{f"{model}_runtime": getattr(args, f"{model}_runtime") for model in MODELS},
         "cpu_count": __import__("os").cpu_count(),
@@ -465,16 +488,27 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"  reasons {nocard['reasons']}  errors {nocard['errors']}")
 
 
-def classify_misses(card_jobs: list[dict[str, Any]], second: bool) -> None:
+def scanner_detector(second: bool, check: bool) -> CardDetector:
+    """The scanner's detector as served: with its second opinion (`CARDCAT_SCAN_SECOND_DETECTOR`) and the
+    face check (`CARDCAT_SCAN_FACE_CHECK`) where asked for."""
+    from models.detector import SECOND_WEIGHTS, CardDetector
+    from models.face_check import FaceCheck
+
+    return CardDetector(
+        second=CardDetector(SECOND_WEIGHTS) if second else None, check=FaceCheck() if check else None
+    )
+
+
+def classify_misses(card_jobs: list[dict[str, Any]], second: bool, check: bool = False) -> None:
     """Set `miss` on every card photo whose first match is not its card: `detector_miss` when the
-    scanner's detector (same weights, with its second opinion where the run had one: `second`; run here
-    on the same photo) finds no quad or one more than DETECTOR_MISS_PCT off, else what the answer was:
+    scanner's detector (same weights, with its second opinion and face check where the run had them:
+    `second`, `check`; run here on the same photo) finds no quad or one more than DETECTOR_MISS_PCT off,
+    else what the answer was:
     `print_unreadable` / `no_confident_match` (no matches), `wrong_alone` (one match, wrong), `wrong_race`
     (several, none right), `not_first` (the card among the matches but not first)."""
-    from models.detector import SECOND_WEIGHTS, CardDetector
     from training.detector.evaluate import corner_error_pct
 
-    detector = CardDetector(second=CardDetector(SECOND_WEIGHTS) if second else None)
+    detector = scanner_detector(second, check)
     for job in card_jobs:
         if job["matches"][:1] == [job["card_id"]]:
             continue

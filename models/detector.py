@@ -10,7 +10,8 @@ A photo the whole-photo view finds no card in gets a second look through overlap
 full resolution (`search_tiles`), for cards too small for the first. A photo still without a card may go to
 a second opinion (`second`: another detector, `models/weights/detector_second.pt`, trained on harsher
 photos than these weights could learn without losing some of #13's hard ones), so every photo these
-weights find keeps their corners.
+weights find keeps their corners. Every find, of either, may be put to the face check (`check`,
+`models.face_check`): a card back or an empty holder is card-shaped, and is no card.
 Training lives in `training/detector/`; the shipped weights are `models/weights/detector.pt`. The network
 itself lives in `models.detector_net` (torch), apart from this geometry, so that a replica running its ONNX
 export (`models/weights/detector.onnx`, `Backend(kind="onnx")`) never imports torch.
@@ -28,6 +29,7 @@ import numpy as np
 
 from models.checkpoints import load_weights, read_weights, weights_version
 from models.detector_config import DetectorConfig
+from models.face_check import FaceCheck, cut
 from models.geometry import CARD_ASPECT
 from models.inference import InferenceModel
 from models.quads import (
@@ -90,16 +92,21 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         *,
         load: bool = True,
         second: CardDetector | None = None,
+        check: FaceCheck | None = None,
     ) -> None:
         """`backend` (default: torch, in-process) picks where the network runs; the weights file is read
         either way, for its version, which a Triton model or an ONNX export must carry. The inference knobs
         come from the weights file, or from the ONNX export's metadata (`Backend(kind="onnx")`: this
         process then never imports torch). `second`: the detector asked about the photos this one finds no
-        card in (`SECOND_WEIGHTS` in the scanner; none by default)."""
+        card in (`SECOND_WEIGHTS` in the scanner; none by default). `check`: the face check
+        (`models.face_check`), asked about every find of this detector and of `second`: a find it refuses
+        (a back, an empty holder) is no find, and a photo whose own find it refuses goes to `second`."""
         self.weights = Path(weights) if weights is not None else self.default_weights
         self.device = str(device)
         self.backend = backend or Backend()
         self.second = second
+        self.check = check
+        self.refused = 0  # finds the check refused so far (what `training.detector.evaluate` reports)
         self._training: tuple[nn.Module, DetectorConfig] | None = None
         self.views_run = 0  # network views seen so far (what a page costs: training.detector.evaluate_pages)
         super().__init__(load=load)
@@ -195,22 +202,36 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     def _predict_batch(
         self, photos: list[Pixels], coarse: Sequence[list[np.ndarray]] | None = None
     ) -> list[np.ndarray | None]:
-        found = self._own_finds(photos, coarse)
+        # Zoomed views start from the photo's pyramid: each photo is averaged down once (quads.Pyramid),
+        # and the face check cuts from the same levels.
+        images = [_pyramid(photo) for photo in photos]
+        found = self._checked(images, self._own_finds(images, coarse))
         missed = [i for i, quad in enumerate(found) if quad is None]
         if self.second is not None and missed:
-            for i, quad in zip(missed, self.second.locate_batch([photos[i] for i in missed]), strict=True):
+            again = self.second.locate_batch([photos[i] for i in missed])
+            for i, quad in zip(missed, self._checked([images[i] for i in missed], again), strict=True):
                 found[i] = quad
         return found
 
+    def _checked(self, images: list[AnyPyramid], found: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        """`found` with every find the face check refuses (a back, an empty holder) made None."""
+        if self.check is None:
+            return found
+        asked = [(i, quad) for i, quad in enumerate(found) if quad is not None]
+        out = list(found)
+        for (i, _), face in zip(asked, self.check.passes([cut(images[i], q) for i, q in asked]), strict=True):
+            if not face:
+                out[i] = None
+                self.refused += 1
+        return out
+
     def _own_finds(
-        self, photos: list[Pixels], coarse: Sequence[list[np.ndarray]] | None
+        self, images: list[AnyPyramid], coarse: Sequence[list[np.ndarray]] | None
     ) -> list[np.ndarray | None]:
-        """`locate_batch` with these weights alone."""
+        """`locate_batch` with these weights alone, on the photos' pyramids."""
         cfg = self.cfg
-        if not photos:
+        if not images:
             return []
-        # Zoomed views start from the photo's pyramid: each photo is averaged down once (quads.Pyramid).
-        images = [_pyramid(photo) for photo in photos]
         # The first zoomed look judges every coarse candidate (a sheet of paper can out-mask the card at
         # low resolution); the best-scoring one is refined further.
         candidates = self._coarse(images) if coarse is None else coarse

@@ -140,14 +140,17 @@ class Detector:
         background_quiet_ms: float = ScanConfig.background_quiet_ms,
         page_weights: str | None = None,
         second_weights: str | None = None,
+        check_weights: str | None = None,
     ) -> None:
         """`pixels`: where photos are decoded and faces rectified: "numpy" (Pillow and OpenCV on the
         host), "torch" (on the replica's torch device), "auto" (torch on a GPU, NumPy on a CPU).
         `background_*`: how many batch photos this replica takes beside users' scans (`InteractiveFirst`).
         `page_weights`: the page detector (#48, `POST /v1/scan/page`), in the same runtime; loaded on the
         first page, so a replica that never sees one never holds it. `second_weights`: the detector asked
-        about photos these weights find no card in (`CardDetector.second`), in the same runtime."""
+        about photos these weights find no card in (`CardDetector.second`), in the same runtime.
+        `check_weights`: the face check asked about every find (`CardDetector.check`), in OpenCV."""
         from models.detector import CardDetector
+        from models.face_check import FaceCheck
         from models.page_detector import PageDetector
         from models.sessions import Backend
 
@@ -156,7 +159,8 @@ class Detector:
         # A Triton server serves the single-card detector only: the others then run in-process.
         own_runtime = runtime if runtime.kind != "triton" else Backend.from_dict({"threads": threads})
         second = CardDetector(Path(second_weights), device, own_runtime) if second_weights else None
-        self.model = CardDetector(Path(weights), device, runtime, second=second)
+        check = FaceCheck(Path(check_weights)) if check_weights else None
+        self.model = CardDetector(Path(weights), device, runtime, second=second, check=check)
         self.page_model = (
             PageDetector(Path(page_weights), device, own_runtime, load=False) if page_weights else None
         )
@@ -498,6 +502,7 @@ def compose_app(args: dict[str, Any], classes: dict[str, Any] | None = None) -> 
             background_quiet_ms=config.background_quiet_ms,
             page_weights=config.page_detector_weights,
             second_weights=config.second_detector_weights,
+            check_weights=config.face_check_weights,
         ),
         embedder.bind(
             config.embedder_weights,

@@ -10,6 +10,7 @@ from serve_app.fusion import Thresholds
 
 MODELS = Path(__file__).resolve().parents[1] / "models" / "weights"
 SECOND_DETECTOR = MODELS / "detector_second.pt"  # models.detector.SECOND_WEIGHTS
+FACE_CHECK = MODELS / "face_check.onnx"  # models.face_check.WEIGHTS
 
 
 @dataclass
@@ -19,8 +20,11 @@ class ScanConfig:
     # Every card of a page photo (#48, `POST /v1/scan/page`); "" turns pages off.
     page_detector_weights: str = str(MODELS / "page_detector.pt")  # models.page_detector.PAGE_WEIGHTS
     # The detector asked about photos `detector_weights` finds no card in (`models.detector.CardDetector`'s
-    # `second`, e.g. SECOND_DETECTOR); "" asks no one.
-    second_detector_weights: str = ""
+    # `second`); "" asks no one.
+    second_detector_weights: str = str(SECOND_DETECTOR)
+    # The face check asked about every find of the detector (and of its second opinion): a find it takes
+    # for a card back or an empty holder is no card (`models.face_check`); "" checks none.
+    face_check_weights: str = str(FACE_CHECK)
     embedder_weights: str = str(MODELS / "embedder.pt")
     ocr_weights: str = str(MODELS / "ocr.pt")
     ocr_checkpoint: str | None = None  # any docTR recognition checkpoint, instead of ours
@@ -120,6 +124,8 @@ def models_present(config: ScanConfig) -> list[str]:
     needed = [config.detector_weights, config.embedder_weights]
     if config.second_detector_weights:
         needed.append(config.second_detector_weights)
+    if config.face_check_weights:
+        needed.append(config.face_check_weights)
     if not config.ocr_checkpoint:
         needed.append(config.ocr_weights)
     needed += [str(Path(config.index_dir) / name) for name in ("index.faiss", "meta.json", "cards.json")]

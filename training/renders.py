@@ -9,6 +9,7 @@ interrupted render picks up where it stopped and the full catalog (~20 min on 2 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -19,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from catalog_api.ingest.feed import card_name, feed_path, read_jsonl
@@ -109,6 +111,67 @@ def render_catalog(
                 manifest.write(json.dumps(info) + "\n")
                 manifest.flush()
     return manifest_path
+
+
+# Syllables of the made-up names of cards the catalog does not have (`stranger_face`).
+_SYLLABLES = (
+    "zor",
+    "vak",
+    "mel",
+    "quin",
+    "dra",
+    "lo",
+    "tep",
+    "shi",
+    "ber",
+    "nox",
+    "ul",
+    "fay",
+    "grim",
+    "ost",
+)
+
+
+@functools.cache
+def _templates(catalog: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The catalog's card records (sorted by id) and expansions by id, read once per process."""
+    cards = sorted(read_jsonl(feed_path(catalog, "cards")), key=lambda c: str(c["id"]))
+    return cards, {e["id"]: e for e in read_jsonl(feed_path(catalog, "expansions"))}
+
+
+def stranger_card(seed: int, shared: Path = SHARED) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The record of a card the catalog does not have, its set's, and the series index the renderer takes
+    (which border): a real card's record (drawn by `seed`) given a made-up name, number, illustrator and a
+    set newer than the catalog, so its artwork is new (the renderer's `artwork_key` comes from the name and
+    illustrator) and its layout is the game's."""
+    rng = np.random.default_rng([seed, 43])
+    cards, expansions = _templates(shared / "catalog")
+    template = cards[int(rng.integers(0, len(cards)))]
+    name = "".join(str(rng.choice(_SYLLABLES)) for _ in range(int(rng.integers(2, 4)))).capitalize()
+    expansion = dict(expansions.get(template.get("expansion_id") or "", {}))
+    expansion.update(id=f"stranger{seed % 89}", name=f"{name} Tides", code=f"ZZ{seed % 89}")
+    card = {
+        **template,
+        "id": f"stranger-{seed}",
+        "name": name,
+        "names": {},
+        "number": str(int(rng.integers(1, 250))),
+        "illustrator": f"{name} {seed}",
+        "expansion_id": expansion["id"],
+    }
+    return card, expansion, int(rng.integers(0, 2))
+
+
+def stranger_face(seed: int, shared: Path = SHARED) -> np.ndarray:
+    """The face of `stranger_card(seed)`, drawn by the catalog's own renderer. What a collector scans when
+    a set comes out before the catalog has it: a scanner should name nothing for it, and it is face-like
+    in every way a look-alike card drawn another way is not (#43: the close bound is chosen on these too).
+    RGB uint8, 838x600 like every render."""
+    global _renderer
+    if _renderer is None:
+        _renderer = load_renderer(shared)
+    image, _ = _renderer.render(*stranger_card(seed, shared))
+    return np.asarray(image.convert("RGB"))
 
 
 def read_manifest(path: Path) -> dict[str, dict[str, Any]]:

@@ -63,7 +63,7 @@ def _stop_deliverer(process: Any, settings: Settings) -> None:
 
 def scan_config(settings: Settings) -> ScanConfig:
     """The scanner `serve` starts, as the `CARDCAT_SCAN_*` settings describe it."""
-    from serve_app.config import SECOND_DETECTOR, ScanConfig
+    from serve_app.config import FACE_CHECK, SECOND_DETECTOR, ScanConfig
     from serve_app.fusion import Thresholds
 
     known = {f.name for f in dataclasses.fields(Thresholds)}
@@ -84,6 +84,7 @@ def scan_config(settings: Settings) -> ScanConfig:
         batch_wait_ms=settings.scan_batch_wait_ms,
         first_look=settings.scan_first_look,
         second_detector_weights=str(SECOND_DETECTOR) if settings.scan_second_detector else "",
+        face_check_weights=str(FACE_CHECK) if settings.scan_face_check else "",
         thresholds=dict(settings.scan_thresholds),
     )
 

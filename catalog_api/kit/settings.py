@@ -80,8 +80,12 @@ class Settings(BaseSettings):
     # first, its answer kept only when certain. Off: every photo through the full pipeline, as before #47.
     scan_first_look: bool = True
     # The detector's second opinion (serve_app.config.ScanConfig.second_detector_weights): another detector,
-    # trained on harsher photos, asked only about photos the shipped one finds no card in.
-    scan_second_detector: bool = False
+    # trained on harsher photos, asked only about photos the shipped one finds no card in. On since the
+    # face check below keeps the backs and empty holders it also finds from being answered (#43).
+    scan_second_detector: bool = True
+    # The face check (serve_app.config.ScanConfig.face_check_weights): a small network that refuses the
+    # detector's finds that are card backs or empty holders, not faces (#43).
+    scan_face_check: bool = True
     # Fusion thresholds that differ from the shipped ones (serve_app.fusion.Thresholds), as JSON, e.g.
     # `{"close_similarity": 0.8}`: for measuring a bound before it ships, or an operator whose photos call
     # for another. A name Thresholds does not have stops `cardcat serve`.

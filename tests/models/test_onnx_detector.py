@@ -126,8 +126,9 @@ def test_the_exporter_writes_what_the_detector_loads(tmp_path: Path) -> None:
 
 
 def test_a_process_that_locates_in_onnx_runtime_never_imports_torch(tmp_path: Path) -> None:
-    """What the Detector replica imports (the app module, the model) and does with a photo's bytes: decode
-    at working scale, locate, rectify (`serve_app.stages.locate_photos`)."""
+    """What the Detector replica imports (the app module, the model, the face check run by OpenCV) and
+    does with a photo's bytes: decode at working scale, locate, check, rectify
+    (`serve_app.stages.locate_photos`)."""
     photo = np.full((1200, 900, 3), 90, np.uint8)
     photo[200:1000, 200:770] = 230  # a pale card-shaped block: found or not, every stage runs
     buffer = io.BytesIO()
@@ -140,9 +141,10 @@ def test_a_process_that_locates_in_onnx_runtime_never_imports_torch(tmp_path: Pa
         "from serve_app.app import _limit_threads\n"
         "from serve_app.stages import locate_photos\n"
         "from models.detector import CardDetector\n"
+        "from models.face_check import FaceCheck\n"
         "from models.sessions import Backend\n"
         "_limit_threads('cpu', 1, torch_too=False)\n"
-        "detector = CardDetector(backend=Backend(kind='onnx'))\n"
+        "detector = CardDetector(backend=Backend(kind='onnx'), check=FaceCheck())\n"
         f"found = locate_photos(detector, [Path({str(tmp_path / 'photo.jpg')!r}).read_bytes()], False)\n"
         "print(len(found), 'torch' in sys.modules)\n"
     )

@@ -28,6 +28,8 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     monkeypatch.setenv("CARDCAT_SCAN_FIRST_LOOK", "false")
     flipped = not Settings().scan_second_detector
     monkeypatch.setenv("CARDCAT_SCAN_SECOND_DETECTOR", str(flipped).lower())
+    checked = not Settings().scan_face_check
+    monkeypatch.setenv("CARDCAT_SCAN_FACE_CHECK", str(checked).lower())
     monkeypatch.setenv("CARDCAT_SCAN_THRESHOLDS", '{"close_similarity": 0.81, "accept": 0.96}')
     config = scan_config(Settings())
     assert (config.threads, config.replicas, config.detector_precision) == (3, 2, "bf16")
@@ -37,6 +39,7 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
     assert config.resolved(gpu=True) == config  # nothing left to choose
     assert config.batch_wait_ms == 7.5 and config.first_look is False
     assert bool(config.second_detector_weights) is flipped
+    assert bool(config.face_check_weights) is checked
     fusion = config.fusion_thresholds()
     assert (fusion.close_similarity, fusion.accept) == (0.81, 0.96)
     assert fusion.margin == Thresholds().margin  # the ones not named stay the shipped ones
@@ -49,6 +52,7 @@ def test_the_scan_settings_reach_the_scanner_config(monkeypatch, tmp_path):
         "READER_RUNTIME",
         "FIRST_LOOK",
         "SECOND_DETECTOR",
+        "FACE_CHECK",
         "THRESHOLDS",
     )
     for name in names:

@@ -23,6 +23,7 @@ import torch
 import yaml
 
 from models.detector import CardDetector, Pixels
+from models.face_check import FaceCheck
 from models.geometry import read_face
 from training.synth import (
     BENCH_SEED_BASE,
@@ -159,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set-second", action="append", default=[], metavar="KEY=VALUE", help="override one of its settings"
     )
+    parser.add_argument(
+        "--check",
+        type=Path,
+        default=None,
+        help="a face check's ONNX graph, asked about every find (the scanner's `face_check_weights`;"
+        " default: none)",
+    )
+    parser.add_argument("--check-bound", type=float, default=None, help="instead of the check's own bound")
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",")
     if unknown := set(kinds) - set(KIND_OFFSETS):
@@ -174,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     second_overrides = settings(args.set_second)
     if second is not None:
         second.cfg = dataclasses.replace(second.cfg, **second_overrides)
-    detector = CardDetector(args.weights, args.device, second=second)
+    check = FaceCheck(args.check) if args.check else None
+    if check is not None and args.check_bound is not None:
+        check.bound = args.check_bound
+    detector = CardDetector(args.weights, args.device, second=second, check=check)
     overrides = settings(args.set)
     detector.cfg = dataclasses.replace(detector.cfg, **overrides)
     report: dict[str, Any] = {
@@ -187,12 +199,17 @@ def main(argv: list[str] | None = None) -> int:
         "overrides": overrides,
         "second": str(args.second) if args.second else None,
         "second_overrides": second_overrides,
+        "check": str(args.check) if args.check else None,
+        "check_bound": check.bound if check is not None else None,
         "device": args.device,
         "pixels": args.pixels,
     }
     for kind in kinds:
         photos = make_photos(faces, kind, args.count, args.seed_base + KIND_OFFSETS[kind] * 1_000_000)
+        detector.refused = 0
         report[kind] = score(detector, photos, args.batch, args.pixels)
+        if check is not None:
+            report[kind]["refused_by_check"] = round(detector.refused / max(1, len(photos)), 4)
         print(kind, json.dumps(report[kind]), flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

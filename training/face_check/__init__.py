@@ -1,0 +1,1 @@
+"""Face check (#43): card faces against backs and empty holders."""
