@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -69,7 +70,9 @@ def build_set(
     """Cuts, labels and each cut's kind index (`CARD_KINDS`, then len(CARD_KINDS) for empty scenes)."""
     pieces = chunks(seed_base, per_kind, empty, spacing=spacing)
     kinds = (*CARD_KINDS, "empty")
-    with ProcessPoolExecutor(workers) as pool:
+    # Spawned, not forked: a process that has run torch (a test worker, a notebook) deadlocks a forked
+    # child in its thread pool's first call.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         made = list(pool.map(partial(_cut_piece, faces), pieces))
     cuts = np.concatenate([c for c, _ in made])
     labels = np.concatenate([lab for _, lab in made])
