@@ -162,10 +162,10 @@ def score(
         split = rates([j for j in cards if f"{j['kind']}.{j['artwork']}" == key])
         out[f"{key}.top1"], out[f"{key}.top5"] = split["top1"], split["top5"]
     out["confident_wrong"] = rates(cards)["confident_wrong"]
-    # #43's no-card figure: photos with no card in them (a card the catalog lacks is reported on its own)
-    nocard = [j for j in jobs if j["kind"] == "nocard" and j["bucket"] != "stranger"]
-    out["nocard_false"] = sum(1 for j in nocard if j["matches"]) / max(1, len(nocard))
     nocard = [j for j in jobs if j["kind"] == "nocard"]
+    # #43's no-card figure: photos with no card in them (a card the catalog lacks is reported on its own)
+    without_card = [j for j in nocard if j["bucket"] != "stranger"]
+    out["nocard_false"] = sum(1 for j in without_card if j["matches"]) / max(1, len(without_card))
     for bucket in ("empty", "stranger"):
         if these := [j for j in nocard if j["bucket"] == bucket]:
             out[f"{bucket}_false"] = sum(1 for j in these if j["matches"]) / len(these)

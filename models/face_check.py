@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from models.checkpoints import weights_version
-from models.geometry import rectify
+from models.geometry import card_height, rectify
 from models.inference import InferenceModel
 from models.quads import Pyramid
 
@@ -43,9 +43,7 @@ def cut(
     """The quad (TL, TR, BR, BL, photo px) rectified to the check's HxWx3 uint8 input, warped from the
     photo's pyramid level that still shows the card at least twice the input's height, so a large card
     does not alias. A photo on a torch device (`TensorPyramid`) is cut there and comes back as NumPy."""
-    sides = np.linalg.norm(quad - np.roll(quad, -1, axis=0), axis=1)
-    height = max(float(sides[1] + sides[3]) / 2, 1.0)
-    wanted = min(1.0, 2 * size[1] / height)
+    wanted = min(1.0, 2 * size[1] / max(card_height(quad), 1.0))
     if isinstance(photo, np.ndarray | Pyramid):
         image, scale = (Pyramid(photo) if isinstance(photo, np.ndarray) else photo).level(wanted)
         return rectify(image, _at(quad, scale), size)

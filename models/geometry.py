@@ -19,6 +19,12 @@ FACE_SIZE = (600, 838)  # (width, height) of the canonical face, as ../shared/to
 CARD_ASPECT = FACE_SIZE[1] / FACE_SIZE[0]
 
 
+def card_height(quad: np.ndarray) -> float:
+    """A quad's (TL, TR, BR, BL) height: the mean of its left and right sides, in its own px."""
+    tl, tr, br, bl = np.asarray(quad)  # in its own dtype: float32 quads give float32 sums, as before
+    return float(0.5 * (np.linalg.norm(bl - tl) + np.linalg.norm(br - tr)))
+
+
 def half_turn(face: np.ndarray) -> np.ndarray:
     """The face turned 180° (contiguous, as cv2 and torch want): the detector leaves the top open.
     cv2.flip is ~10x faster than copying numpy's reversed view of a 3-channel image."""

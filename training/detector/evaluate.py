@@ -24,7 +24,7 @@ import yaml
 
 from models.detector import CardDetector, Pixels
 from models.face_check import FaceCheck
-from models.geometry import read_face
+from models.geometry import card_height, read_face
 from training.synth import (
     BENCH_SEED_BASE,
     FOIL_SALT,
@@ -43,7 +43,7 @@ GOOD_PCT = 5.0
 
 def corner_error_pct(pred: np.ndarray, truth: np.ndarray) -> float:
     """Mean corner distance in % of the card height, for the better of the two 180-degree orderings."""
-    height = 0.5 * (np.linalg.norm(truth[3] - truth[0]) + np.linalg.norm(truth[2] - truth[1]))
+    height = card_height(truth)
     errs = [np.linalg.norm(np.roll(pred, -r, axis=0) - truth, axis=1).mean() for r in (0, 2)]
     return float(100 * min(errs) / height)
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from models.geometry import read_face
+from models.geometry import card_height, read_face
 from models.page_detector import PageDetector, PageFind
 from serve_app.page_layout import arrange
 from training.detector.data import face_paths
@@ -57,7 +57,7 @@ def page_photos(
 
 def corner_gap_pct(found: np.ndarray, truth: np.ndarray) -> float:
     """The largest corner distance in % of the card's height, for the better of the two 180° orders."""
-    height = 0.5 * (np.linalg.norm(truth[3] - truth[0]) + np.linalg.norm(truth[2] - truth[1]))
+    height = card_height(truth)
     gaps = [np.linalg.norm(np.roll(found, -r, axis=0) - truth, axis=1).max() for r in (0, 2)]
     return float(100 * min(gaps) / height)
 

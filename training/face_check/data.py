@@ -24,6 +24,7 @@ import torch
 
 from models.detector import SECOND_WEIGHTS, CardDetector
 from models.face_check import INPUT_SIZE, cut
+from models.geometry import card_height
 from models.quads import Pyramid
 from training.detector.evaluate import make_photos
 from training.synth import make_empty_photo
@@ -34,9 +35,7 @@ JITTER = 0.03  # of the card's height, per corner coordinate
 
 def jittered(quad: np.ndarray, rng: np.random.Generator, amount: float = JITTER) -> np.ndarray:
     """The quad with each corner moved by up to `amount` of its height, and turned 180° half the time."""
-    sides = np.linalg.norm(quad - np.roll(quad, -1, axis=0), axis=1)
-    height = float(sides[1] + sides[3]) / 2
-    moved = quad + rng.uniform(-amount, amount, quad.shape) * height
+    moved = quad + rng.uniform(-amount, amount, quad.shape) * card_height(quad)
     return np.roll(moved, 2 * int(rng.integers(0, 2)), axis=0).astype(np.float32)
 
 
@@ -67,8 +66,10 @@ def back_cuts(seeds: range) -> list[np.ndarray]:
         pyramid = Pyramid(photo.image)
         quads: list[np.ndarray] = [] if photo.back is None else [jittered(photo.back, rng)]
         for detector in detectors:
-            quads += [q for q in detector.locate_batch([photo.image]) if q is not None]
-            quads += [look for look in detector.first_look_batch([photo.image])[0].candidates]
+            # The whole-photo view once: its candidates are cuts, and `locate_batch` starts from them.
+            candidates = detector.first_look_batch([photo.image])[0].candidates
+            quads += [q for q in detector.locate_batch([photo.image], coarse=[candidates]) if q is not None]
+            quads += candidates
         out += [cut(pyramid, np.roll(q, 2 * int(rng.integers(0, 2)), axis=0)) for q in quads]
     return out
 
