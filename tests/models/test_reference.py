@@ -8,7 +8,8 @@ that day for the detector retrained on #13's hard photos (unet224-v7-cpu: corner
 and the vectors once more for the embedder retrained on them (cardnet-v3-cpu), and the quads for the
 detector trained longer on them (unet224-v8-cpu: corners moved by at most 3.1 px), and the vectors again
 for the embedder held to those vectors' clean faces on glared photos (cardnet-v6-cpu, 2026-12-07; only
-the vectors were rewritten); the reader's outputs stay as first recorded.
+the vectors were rewritten), and for it trained on off-centre corners (cardnet-v7-cpu, the same day, the
+same way); the reader's outputs stay as first recorded.
 """
 
 from __future__ import annotations

@@ -225,6 +225,21 @@ def test_evaluation_draws_held_and_foil_queries_as_the_detectors_evaluation_does
         assert float(np.abs(view.astype(np.float32) - base.astype(np.float32)).mean()) > 2.0, kind
 
 
+def test_evaluation_moves_the_query_corners_as_far_as_asked(faces: list[tuple[str, Path, str]]) -> None:
+    """`training.embedder.evaluate --corner-error` (#43): unset, the queries are the photo pairs' own view
+    (PhotoMix's corner error); set higher, the same photo is cut with its corners further off, the
+    detector's residue on glared and held photos."""
+    from training.embedder.evaluate import query_photo
+
+    card = Card(faces[0][0], faces[0][2], faces[0][1], faces[0][1])
+    seed = EVAL_SEED_BASE + 32_000
+    default = query_photo(card, seed, "harsh")
+    np.testing.assert_array_equal(default, query_photo(card, seed, "harsh", PhotoMix().corner_error))
+    far = query_photo(card, seed, "harsh", 0.08)
+    assert far.shape == default.shape
+    assert float(np.abs(far.astype(np.float32) - default.astype(np.float32)).mean()) > 2.0
+
+
 def test_a_teacher_holds_the_clean_faces_while_photos_learn(faces: list[tuple[str, Path, str]]) -> None:
     """`train.teacher`: the frozen teacher embeds clean faces as the shipped embedder does; a training step
     moves the student, never the teacher; and the distillation term is what pulls the student's clean
