@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from models.geometry import CARD_ASPECT
+from models.geometry import CARD_ASPECT, card_height
 
 PAD_VALUE = 114
 BAND_DEPTH = 0.1  # top/bottom bands: this fraction of the card height
@@ -143,8 +143,7 @@ def zoom_view(
 
 def zoom_shrink(quad: np.ndarray, size: int, fill: float) -> float:
     """How much a zoomed view shrinks the photo around `quad` (at most 1): its card drawn 1.5x the view's."""
-    card_h = float(0.5 * (np.linalg.norm(quad[3] - quad[0]) + np.linalg.norm(quad[2] - quad[1])))
-    return min(1.0, 1.5 * fill * size / max(card_h, 1.0))
+    return min(1.0, 1.5 * fill * size / max(card_height(quad), 1.0))
 
 
 def zoom_plan(

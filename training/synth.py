@@ -32,7 +32,7 @@ from typing import Literal
 import cv2
 import numpy as np
 
-from models.geometry import read_face, rectify
+from models.geometry import card_height, read_face, rectify
 
 Difficulty = Literal["standard", "hard", "hard-v1", "harsh"]
 DIFFICULTIES: tuple[Difficulty, ...] = ("standard", "hard", "hard-v1", "harsh")
@@ -1014,7 +1014,7 @@ def _lookalikes(rng: np.random.Generator, img: np.ndarray, card: np.ndarray | No
     apart from it and from each other, maybe hanging off the frame: a table of cards, a binder page."""
     H, W = img.shape[:2]
     if card is not None:
-        card_h = float(0.5 * (np.linalg.norm(card[3] - card[0]) + np.linalg.norm(card[2] - card[1])))
+        card_h = card_height(card)
     else:
         card_h = math.sqrt(rng.uniform(*HARD_AREA) * W * H * CARD_ASPECT)
     taken = [] if card is None else [card.astype(np.float32)]
