@@ -74,6 +74,7 @@ class Tally:
     places: int = 0  # empty pockets and backs
     places_named: int = 0
     photos_with_false: int = 0
+    photos_with_misplaced: int = 0
     errors: int = 0
     misses: Counter[str] = field(default_factory=Counter)
 
@@ -88,6 +89,7 @@ class Tally:
             "top1_pct": pct(self.top1, self.cards),
             "true_card_among_matches_pct": pct(self.among, self.cards),
             "false_card_photos_pct": pct(self.photos_with_false, self.photos),
+            "misplaced_card_photos_pct": pct(self.photos_with_misplaced, self.photos),
             "slots_right_pct": pct(self.slots, self.slots_judged),
             "empty_and_backs_named_pct": pct(self.places_named, self.places),
             "errors": self.errors,
@@ -124,7 +126,10 @@ def make_sets(card_ids: list[str], counts: dict[str, int]) -> list[Sent]:
 
 
 def judge(sent: Sent, answer: dict[str, Any], tally: Tally) -> None:
-    """Each true card against the answer's places: found, named, in its pocket; the rest are false."""
+    """Each true card against the answer's places: found, named, in its pocket. Of the places left, one
+    on no card at all (every corner gap over 4 x FOUND_PCT, as `training.detector.evaluate_pages` counts
+    it) is a false card, a card reported where there is none; one on a card whose corners it missed
+    is a misplaced card (that card also counts as not found)."""
     tally.photos += 1
     places = answer["cards"]
     used: set[int] = set()
@@ -164,12 +169,15 @@ def judge(sent: Sent, answer: dict[str, Any], tally: Tally) -> None:
             tally.slots_judged += 1
             slot = places[j].get("slot")
             tally.slots += slot is not None and (slot["row"], slot["col"]) == card.slot
-    false = [
-        p
+    left = [
+        np.array(p["corners"], np.float32)
         for j, p in enumerate(places)
         if j not in used and (p.get("unidentified") or {}).get("reason") != "empty_slot"
     ]
-    tally.photos_with_false += bool(false)
+    cards = [c.corners for c in sent.photo.cards if c.kind != "empty"]
+    on_card = [any(corner_gap_pct(q, c) <= 4 * FOUND_PCT for c in cards) for q in left]
+    tally.photos_with_false += not all(on_card)
+    tally.photos_with_misplaced += any(on_card)
 
 
 async def send(client: httpx.AsyncClient, path: str, body: bytes) -> tuple[int, dict[str, Any], float]:
@@ -288,12 +296,12 @@ def main() -> int:
         "page_over_single_cpu": round(ratio, 2),
     }
     print(
-        f"{'photos':12s} {'found':>7s} {'top-1':>7s} {'among':>7s} {'false':>7s} {'slots':>7s} {'places':>7s}"
+        f"{'photos':12s} {'found':>7s} {'top-1':>7s} {'among':>7s} {'false':>7s} {'off':>7s} {'slots':>7s}"
+        f" {'places':>7s}"
     )
     for bucket, r in found.items():
-        cells = [
-            r[k] for k in ("found_pct", "top1_pct", "true_card_among_matches_pct", "false_card_photos_pct")
-        ]
+        keys = ("found_pct", "top1_pct", "true_card_among_matches_pct", "false_card_photos_pct")
+        cells = [r[k] for k in (*keys, "misplaced_card_photos_pct")]
         cells += [r["slots_right_pct"], r["empty_and_backs_named_pct"]]
         print(f"{bucket:12s} " + " ".join(f"{'-' if c is None else c:>7}" for c in cells))
         print(f"{'':12s} misses: {r['misses']}")

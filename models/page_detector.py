@@ -16,7 +16,8 @@ import cv2
 import numpy as np
 
 from models.detector import WEIGHTS, CardDetector, Find, Pixels, _letterbox, _pyramid, _size
-from models.quads import apply, fit_quads, orient
+from models.geometry import CARD_ASPECT
+from models.quads import apply, blob_areas, fit_quads, orient
 
 PAGE_WEIGHTS = WEIGHTS.with_name("page_detector.pt")
 # Every card of a photo (`locate_all`): a blob smaller than this share of the page view is not a card (a
@@ -35,6 +36,11 @@ PAGE_ROUNDS = 4
 # A pocket's pitch over the card's own side: training.pages draws pockets 1.03-1.06 of the card and
 # seams of 3-5% of a pocket.
 PAGE_PITCH = 1.09
+# A blob's cores (`split_blobs`): where the distance to its edge passes this share of its largest.
+PAGE_CORE = 0.8
+# A find whose longest side passes this many times its shortest is no card's outline (a card is 1.4, and
+# tilted cards on validation pages and spreads reach 1.82; the finds there that lay on no card, 1.43-2.92).
+PAGE_SIDE_RATIO = 2.0
 
 
 @dataclass(frozen=True)
@@ -78,19 +84,20 @@ class PageDetector(CardDetector):
             for q in candidates:
                 if any(overlap(q, k[0]) > PAGE_SEEN for k in kept):
                     continue
-                if not any(overlap(q, seen) > PAGE_OVERLAP for seen in looked):
+                if not any(same_place(q, seen) for seen in looked):
                     fresh.append(q)
                     looked.append(q)
             if not fresh:
                 break
             zoomed = self._zoom([photo], [(0, q) for q in fresh])
             # (the quad last zoomed on, its find): a find is zoomed on again only while it still moves.
-            pairs = [(q, r) for q, (_, r) in zip(fresh, zoomed, strict=True) if r is not None]
+            finds_of = [(q, card_like(r)) for q, (_, r) in zip(fresh, zoomed, strict=True)]
+            pairs = [(q, f) for q, f in finds_of if f is not None]
             for _ in range(max(1, cfg.page_refine_passes or cfg.refine_passes) - 1):
                 moving = [i for i, (q, f) in enumerate(pairs) if moved(q, f[0]) > cfg.page_refine_moved]
                 again = self._zoom([photo], [(0, pairs[i][1][0]) for i in moving])
                 for i, (_, r) in zip(moving, again, strict=True):
-                    pairs[i] = (pairs[i][1][0], r if r is not None else pairs[i][1])
+                    pairs[i] = (pairs[i][1][0], card_like(r) or pairs[i][1])
             finds = [f for _, f in pairs]
             added = []
             for find in sorted(finds, key=lambda f: -f[1]):
@@ -108,7 +115,8 @@ class PageDetector(CardDetector):
     def _page_candidates(self, probs: np.ndarray, m: np.ndarray) -> list[np.ndarray]:
         """Card-like blobs of the page view's maps as oriented quads in photo px: the card map eroded a
         little first (pockets' cards touch there; the zoomed pass finds each card's own edges again), at
-        two thresholds (a low one outlines faint cards, a high one splits touching ones)."""
+        two thresholds (a low one outlines faint cards, a high one splits touching ones), and a quad
+        around each card's core in blobs of several (`split_blobs`)."""
         cfg = self.cfg
         kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (PAGE_ERODE, PAGE_ERODE))
         card = cv2.erode(probs[0], kernel)
@@ -116,7 +124,40 @@ class PageDetector(CardDetector):
         quads: list[np.ndarray] = []
         for threshold in PAGE_THRESHOLDS:
             quads += fit_quads(card, PAGE_MIN_AREA, cfg.min_fit * 0.9, threshold, cfg.page_close, 64, True)
+        quads += split_blobs(card > PAGE_THRESHOLDS[0])
         return [apply(back, orient(q, probs[1:], apply(back, q), cfg.geo)) for q in quads]
+
+
+def split_blobs(mask: np.ndarray) -> list[np.ndarray]:
+    """A card-shaped quad (view px) around each card's core in every blob of a 0/1 map that holds more
+    than one: the cores are where the distance to the blob's edge passes PAGE_CORE of its largest. Cards
+    on a table touch and overlap at any angle, so the whole-photo view merges them into one blob no quad
+    fits, whose minimum-area rectangle spans several cards. A card's core is the card shrunk by PAGE_CORE
+    of its half-width on every side, so its rectangle gives the card's centre, angle and width; its height
+    is the card's aspect. The zoomed pass then finds each card's own edges."""
+    binary = mask.astype(np.uint8)
+    labels, areas = blob_areas(binary)
+    dist = cv2.distanceTransform(binary, cv2.DIST_L2, 5)
+    out: list[np.ndarray] = []
+    for label in np.flatnonzero(areas[1:] >= PAGE_MIN_AREA * mask.size) + 1:
+        blob = labels == label
+        reach = float(dist[blob].max())
+        cores = (blob & (dist > PAGE_CORE * reach)).astype(np.uint8)
+        count, markers = cv2.connectedComponents(cores, connectivity=8)
+        if count <= 2:  # one core: the blob is one card's, or cards the cores cannot tell apart
+            continue
+        for k in range(1, count):
+            points = cv2.findNonZero((markers == k).astype(np.uint8))
+            (cx, cy), (a, b), angle = cv2.minAreaRect(points)
+            # The card's half-width, where its core is widest (the map was eroded by PAGE_ERODE first).
+            half = float(dist[markers == k].max()) + PAGE_ERODE / 2
+            width = 2 * half
+            height = width * CARD_ASPECT
+            if a > b:
+                width, height = height, width
+            box = cv2.boxPoints(((cx, cy), (width, height), angle)).astype(np.float32)
+            out.append(box if _area(box) > 0 else box[::-1].copy())
+    return out
 
 
 def _neighbours(quad: np.ndarray) -> list[np.ndarray]:
@@ -152,6 +193,26 @@ def moved(before: np.ndarray, after: np.ndarray) -> float:
     gaps = np.linalg.norm(after[:, None, :] - before[None, :, :], axis=2).min(axis=1)
     sides = np.linalg.norm(after - np.roll(after, -1, axis=0), axis=1)
     return float(gaps.max()) / max(float(sides.min()), 1e-6)
+
+
+def card_like(find: Find | None) -> Find | None:
+    """The find, unless its outline is no card's: a side more than PAGE_SIDE_RATIO times another (the
+    zoomed view of a card another covers can wander to the pair's union)."""
+    return None if find is None or side_ratio(find[0]) > PAGE_SIDE_RATIO else find
+
+
+def side_ratio(quad: np.ndarray) -> float:
+    """A quad's longest side over its shortest."""
+    sides = np.linalg.norm(quad - np.roll(quad, -1, axis=0), axis=1)
+    return float(sides.max()) / max(float(sides.min()), 1e-6)
+
+
+def same_place(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two candidate quads outline the same place: their intersection covers more than
+    PAGE_OVERLAP of the larger one. (Over the smaller one, a blob of several cards merged in the
+    whole-photo view, which finds nothing when zoomed on, would stand for every card inside it.)"""
+    inter, _ = cv2.intersectConvexConvex(a.astype(np.float32), b.astype(np.float32))
+    return float(inter) > PAGE_OVERLAP * max(abs(_area(a)), abs(_area(b)), 1e-6)
 
 
 def overlap(a: np.ndarray, b: np.ndarray) -> float:
