@@ -43,13 +43,12 @@ from benchmarks.scan_load import cpu_seconds, make_photos, process_tree, used_be
 from cardcat.stack import REPO, SHARED_CATALOG, launch_scanner
 from catalog_api.ingest.feed import feed_path, read_jsonl
 from models.geometry import read_face
-from training.detector.evaluate_pages import LAYOUT_OFFSETS, corner_gap_pct
+from training.detector.evaluate_pages import FOUND_PCT, LAYOUT_OFFSETS, corner_gap_pct, on_a_card
 from training.pages import PagePhoto, make_page_photo, make_spread_photo
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
 from training.synth import BENCH_SEED_BASE
 
 BENCH_RATE_LIMIT = 100_000_000
-FOUND_PCT = 5.0  # an answer's corners within this % of the card's height: that card was found
 SINGLE_SEED = 14_500_000  # the single-card photos the cost is compared with
 
 
@@ -126,10 +125,10 @@ def make_sets(card_ids: list[str], counts: dict[str, int]) -> list[Sent]:
 
 
 def judge(sent: Sent, answer: dict[str, Any], tally: Tally) -> None:
-    """Each true card against the answer's places: found, named, in its pocket. Of the places left, one
-    on no card at all (every corner gap over 4 x FOUND_PCT, as `training.detector.evaluate_pages` counts
-    it) is a false card, a card reported where there is none; one on a card whose corners it missed
-    is a misplaced card (that card also counts as not found)."""
+    """Each true card against the answer's places: found (its corners within FOUND_PCT), named, in its
+    pocket. Of the places left, one on no card at all (`training.detector.evaluate_pages.on_a_card`) is
+    a false card, a card reported where there is none; one on a card whose corners it missed is a
+    misplaced card (that card also counts as not found)."""
     tally.photos += 1
     places = answer["cards"]
     used: set[int] = set()
@@ -175,7 +174,7 @@ def judge(sent: Sent, answer: dict[str, Any], tally: Tally) -> None:
         if j not in used and (p.get("unidentified") or {}).get("reason") != "empty_slot"
     ]
     cards = [c.corners for c in sent.photo.cards if c.kind != "empty"]
-    on_card = [any(corner_gap_pct(q, c) <= 4 * FOUND_PCT for c in cards) for q in left]
+    on_card = [on_a_card(q, cards) for q in left]
     tally.photos_with_false += not all(on_card)
     tally.photos_with_misplaced += any(on_card)
 

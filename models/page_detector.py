@@ -17,7 +17,7 @@ import numpy as np
 
 from models.detector import WEIGHTS, CardDetector, Find, Pixels, _letterbox, _pyramid, _size
 from models.geometry import CARD_ASPECT
-from models.quads import apply, blob_areas, fit_quads, orient
+from models.quads import apply, blob_areas, fit_quads, orient, rect_quad
 
 PAGE_WEIGHTS = WEIGHTS.with_name("page_detector.pt")
 # Every card of a photo (`locate_all`): a blob smaller than this share of the page view is not a card (a
@@ -147,16 +147,12 @@ def split_blobs(mask: np.ndarray) -> list[np.ndarray]:
         if count <= 2:  # one core: the blob is one card's, or cards the cores cannot tell apart
             continue
         for k in range(1, count):
-            points = cv2.findNonZero((markers == k).astype(np.uint8))
-            (cx, cy), (a, b), angle = cv2.minAreaRect(points)
+            core = markers == k
+            centre, (a, b), angle = cv2.minAreaRect(cv2.findNonZero(core.astype(np.uint8)))
             # The card's half-width, where its core is widest (the map was eroded by PAGE_ERODE first).
-            half = float(dist[markers == k].max()) + PAGE_ERODE / 2
-            width = 2 * half
+            width = 2 * (float(dist[core].max()) + PAGE_ERODE / 2)
             height = width * CARD_ASPECT
-            if a > b:
-                width, height = height, width
-            box = cv2.boxPoints(((cx, cy), (width, height), angle)).astype(np.float32)
-            out.append(box if _area(box) > 0 else box[::-1].copy())
+            out.append(rect_quad((centre, (height, width) if a > b else (width, height), angle)))
     return out
 
 
@@ -191,8 +187,7 @@ def moved(before: np.ndarray, after: np.ndarray) -> float:
     """How far a zoomed pass moved a card's quad: the farthest corner of `after` from its nearest corner
     of `before` (either may start at any corner), over `after`'s shorter side."""
     gaps = np.linalg.norm(after[:, None, :] - before[None, :, :], axis=2).min(axis=1)
-    sides = np.linalg.norm(after - np.roll(after, -1, axis=0), axis=1)
-    return float(gaps.max()) / max(float(sides.min()), 1e-6)
+    return float(gaps.max()) / max(float(_sides(after).min()), 1e-6)
 
 
 def card_like(find: Find | None) -> Find | None:
@@ -203,20 +198,29 @@ def card_like(find: Find | None) -> Find | None:
 
 def side_ratio(quad: np.ndarray) -> float:
     """A quad's longest side over its shortest."""
-    sides = np.linalg.norm(quad - np.roll(quad, -1, axis=0), axis=1)
+    sides = _sides(quad)
     return float(sides.max()) / max(float(sides.min()), 1e-6)
+
+
+def _sides(quad: np.ndarray) -> np.ndarray:
+    """Each side's length, from each corner to the next."""
+    return np.linalg.norm(quad - np.roll(quad, -1, axis=0), axis=1)
 
 
 def same_place(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two candidate quads outline the same place: their intersection covers more than
     PAGE_OVERLAP of the larger one. (Over the smaller one, a blob of several cards merged in the
     whole-photo view, which finds nothing when zoomed on, would stand for every card inside it.)"""
-    inter, _ = cv2.intersectConvexConvex(a.astype(np.float32), b.astype(np.float32))
-    return float(inter) > PAGE_OVERLAP * max(abs(_area(a)), abs(_area(b)), 1e-6)
+    return _intersection(a, b) > PAGE_OVERLAP * max(abs(_area(a)), abs(_area(b)), 1e-6)
 
 
 def overlap(a: np.ndarray, b: np.ndarray) -> float:
     """Intersection of two convex quads over the smaller one's area: one card found twice is ~1, two
     overlapping cards of a spread at most `SPREAD_OVERLAP` of the lower one (training.pages)."""
+    return _intersection(a, b) / max(min(abs(_area(a)), abs(_area(b))), 1e-6)
+
+
+def _intersection(a: np.ndarray, b: np.ndarray) -> float:
+    """The area two convex quads share."""
     inter, _ = cv2.intersectConvexConvex(a.astype(np.float32), b.astype(np.float32))
-    return float(inter) / max(min(abs(_area(a)), abs(_area(b))), 1e-6)
+    return float(inter)

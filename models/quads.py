@@ -184,6 +184,13 @@ def apply(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------- quad fitting
+def rect_quad(rect: cv2.typing.RotatedRect) -> np.ndarray:
+    """An OpenCV rotated rectangle ((cx, cy), (w, h), angle) as a quad with positive shoelace, as the
+    fitted ones."""
+    box = cv2.boxPoints(rect).astype(np.float32)
+    return box if _shoelace(box) > 0 else box[::-1].copy()
+
+
 def _shoelace(q: np.ndarray) -> float:
     x, y = q[:, 0], q[:, 1]
     # Each coordinate with its next point's: np.roll(., -1), spelt out (np.roll costs ~10x; same values).
@@ -298,8 +305,7 @@ def fit_quads(
             blob = cv2.morphologyEx(blob, cv2.MORPH_CLOSE, kernel)
         quad = _blob_quad(prob, blob, min_fit)
         if quad is None and fallback:
-            box = cv2.boxPoints(cv2.minAreaRect(cv2.findNonZero(blob))).astype(np.float32)
-            quad = box if _shoelace(box) > 0 else box[::-1].copy()
+            quad = rect_quad(cv2.minAreaRect(cv2.findNonZero(blob)))
         if quad is not None:
             out.append(quad)
     return out

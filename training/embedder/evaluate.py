@@ -188,9 +188,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     embedder.embed_batch(faces)
     net_ms = (time.perf_counter() - started) / len(faces) * 1000
-    photos = [
-        query_photo(q, args.seed_base + i, args.photos, args.corner_error) for i, q in enumerate(queries)
-    ]
+    corner_error = PhotoMix().corner_error if args.corner_error is None else args.corner_error
+    photos = [query_photo(q, args.seed_base + i, args.photos, corner_error) for i, q in enumerate(queries)]
     upright = embedder.embed_batch(photos)
     flipped = embedder.embed_batch([half_turn(p) for p in photos])
     k = min(50, len(index))
@@ -204,7 +203,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         "query_pool": args.pool,
         "query_photos": args.photos,
         "seed_base": args.seed_base,
-        "corner_error": PhotoMix().corner_error if args.corner_error is None else args.corner_error,
+        "corner_error": corner_error,
         "threads": args.threads,
         "ms_per_face_index_build": None if cached else round(index_s / len(indexed) * 1000, 3),
         "ms_per_face_embed_only": round(net_ms, 3),
