@@ -78,6 +78,10 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
     """Batched two-pass card localisation; `locate_batch` returns TL,TR,BR,BL per photo or None."""
 
     default_weights = WEIGHTS  # what `weights=None` loads
+    # How a zoomed view's card map becomes its quad (`_accept`): the blob above this threshold, fitted by
+    # four of its outline's corners, or with `accept_enclose` by its sides extended to four.
+    accept_threshold = 0.5
+    accept_enclose = False
     cfg: DetectorConfig
     version: str
     net: nn.Module  # the torch path only
@@ -328,17 +332,24 @@ class CardDetector(InferenceModel[Pixels, list[np.ndarray | None]]):
         self, images: list[AnyPyramid], items: list[tuple[int, np.ndarray]]
     ) -> list[tuple[int, Find | None]]:
         """One zoomed pass over (photo index, quad) items: each its `Find`, or None."""
+        maps = self._zoom_maps(images, items)
+        return [(i, self._accept(p, m)) for (i, _), (p, m) in zip(items, maps, strict=True)]
+
+    def _zoom_maps(
+        self, images: list[AnyPyramid], items: list[tuple[int, np.ndarray]]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One zoomed pass's maps: (the view's probabilities, photo px -> view px) per item."""
         if not items:
             return []
         cfg = self.cfg
         zoomed = [_zoom_view(images[i], q, cfg.input_size, cfg.zoom_fill) for i, q in items]
         probs = self._infer_views([v for v, _ in zoomed])
-        return [(i, self._accept(p, m)) for (i, _), p, (_, m) in zip(items, probs, zoomed, strict=True)]
+        return [(p, m) for p, (_, m) in zip(probs, zoomed, strict=True)]
 
     def _accept(self, p: np.ndarray, m: np.ndarray) -> Find | None:
         """The zoomed view's find (`Find`), or None when it is not the expected card."""
         cfg = self.cfg
-        quads = fit_quads(p[0], 0.1, cfg.min_fit)
+        quads = fit_quads(p[0], 0.1, cfg.min_fit, self.accept_threshold, enclose=self.accept_enclose)
         if not quads:
             return None
         q = quads[0]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from models.detector import WEIGHTS, CardDetector, Find, Pixels, _letterbox, _pyramid, _size
+from models.detector import WEIGHTS, AnyPyramid, CardDetector, Find, Pixels, _letterbox, _pyramid, _size
 from models.geometry import CARD_ASPECT
 from models.quads import apply, blob_areas, fit_quads, orient, rect_quad
 
@@ -38,9 +38,18 @@ PAGE_ROUNDS = 4
 PAGE_PITCH = 1.09
 # A blob's cores (`split_blobs`): where the distance to its edge passes this share of its largest.
 PAGE_CORE = 0.8
+# `centre_card`: a blob of a zoomed view's map smaller than this share of the view is no card (a card there
+# fills ~40% of it).
+PAGE_RETRY_AREA = 0.02
 # A find whose longest side passes this many times its shortest is no card's outline (a card is 1.4, and
 # tilted cards on validation pages and spreads reach 1.82; the finds there that lay on no card, 1.43-2.92).
 PAGE_SIDE_RATIO = 2.0
+# Nor is a find with a corner further than this from a right angle, in degrees (true cards on validation
+# pages and spreads reach 20, seen at a slant; half the finds there that lay on no card pass 15).
+PAGE_SKEW = 25.0
+# A zoomed view's card is the blob of its map above this (the zoomed pass marks the card it was drawn
+# for near 1 and a neighbour it touches at 0.3-0.6, which at 0.5 merges the two).
+PAGE_ACCEPT_THRESHOLD = 0.85
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,8 @@ class PageDetector(CardDetector):
     """`CardDetector` with `locate_all`; loads the page detector's weights unless told others."""
 
     default_weights = PAGE_WEIGHTS
+    accept_threshold = PAGE_ACCEPT_THRESHOLD
+    accept_enclose = True  # cards on a table cover each other's corners
 
     def locate_all(self, image: Pixels, limit: int = 48) -> list[PageFind]:
         """Every card in one photo (#48: a binder page, a table spread), up to `limit`, largest first, each
@@ -64,7 +75,8 @@ class PageDetector(CardDetector):
         photo is seen once at `page_input` px, so a card of a 12-pocket page is ~100 px tall there; every
         card-like blob of that view gets a zoomed pass, in one batch a pass, and keeps the find the
         zoomed view accepts; a find gets the next pass only while the last one still moved it
-        (`page_refine_moved`: most cards are found where they were looked for). Then, round by round,
+        (`page_refine_moved`: most cards are found where they were looked for); a view that finds no
+        card is drawn once more around the card nearest its centre (`_look`). Then, round by round,
         the places beside each card found (a pocket's pitch along its sides) are looked at too: cards
         side by side in pockets touch in the whole-photo view's mask, and a blob of two or three of them
         fits no quad, but each pocket's zoomed view sees one card. The page detector's weights mask every
@@ -89,9 +101,8 @@ class PageDetector(CardDetector):
                     looked.append(q)
             if not fresh:
                 break
-            zoomed = self._zoom([photo], [(0, q) for q in fresh])
             # (the quad last zoomed on, its find): a find is zoomed on again only while it still moves.
-            finds_of = [(q, card_like(r)) for q, (_, r) in zip(fresh, zoomed, strict=True)]
+            finds_of = self._look([photo], fresh)
             pairs = [(q, f) for q, f in finds_of if f is not None]
             for _ in range(max(1, cfg.page_refine_passes or cfg.refine_passes) - 1):
                 moving = [i for i, (q, f) in enumerate(pairs) if moved(q, f[0]) > cfg.page_refine_moved]
@@ -112,6 +123,22 @@ class PageDetector(CardDetector):
         kept.sort(key=lambda f: -abs(_area(f[0])))
         return [PageFind(quad, bands, bands >= cfg.page_face_bands) for quad, _, bands in kept[:limit]]
 
+    def _look(
+        self, images: list[AnyPyramid], quads: list[np.ndarray]
+    ) -> list[tuple[np.ndarray, Find | None]]:
+        """A zoomed look at each quad: (the quad last looked at, its card-like find or None). A quad whose
+        view gives no card is looked at once more, drawn around the card nearest the view's centre
+        (`centre_card`): the zoomed pass finds a card drawn upright in its view, and a candidate from a
+        blob of several cards can stand at any angle to them, while the card it lies on still shows in
+        that view's map."""
+        maps = self._zoom_maps(images, [(0, q) for q in quads])
+        looks = [(q, card_like(self._accept(p, m))) for q, (p, m) in zip(quads, maps, strict=True)]
+        again = [(i, centre_card(p[0], m)) for i, (p, m) in enumerate(maps) if looks[i][1] is None]
+        retries = [(i, q) for i, q in again if q is not None]
+        for (i, q), (_, find) in zip(retries, self._zoom(images, [(0, q) for _, q in retries]), strict=True):
+            looks[i] = (q, card_like(find))
+        return looks
+
     def _page_candidates(self, probs: np.ndarray, m: np.ndarray) -> list[np.ndarray]:
         """Card-like blobs of the page view's maps as oriented quads in photo px: the card map eroded a
         little first (pockets' cards touch there; the zoomed pass finds each card's own edges again), at
@@ -123,7 +150,9 @@ class PageDetector(CardDetector):
         back = np.linalg.inv(m)
         quads: list[np.ndarray] = []
         for threshold in PAGE_THRESHOLDS:
-            quads += fit_quads(card, PAGE_MIN_AREA, cfg.min_fit * 0.9, threshold, cfg.page_close, 64, True)
+            quads += fit_quads(
+                card, PAGE_MIN_AREA, cfg.min_fit * 0.9, threshold, cfg.page_close, 64, True, enclose=True
+            )
         quads += split_blobs(card > PAGE_THRESHOLDS[0])
         return [apply(back, orient(q, probs[1:], apply(back, q), cfg.geo)) for q in quads]
 
@@ -148,12 +177,47 @@ def split_blobs(mask: np.ndarray) -> list[np.ndarray]:
             continue
         for k in range(1, count):
             core = markers == k
-            centre, (a, b), angle = cv2.minAreaRect(cv2.findNonZero(core.astype(np.uint8)))
             # The card's half-width, where its core is widest (the map was eroded by PAGE_ERODE first).
-            width = 2 * (float(dist[core].max()) + PAGE_ERODE / 2)
-            height = width * CARD_ASPECT
-            out.append(rect_quad((centre, (height, width) if a > b else (width, height), angle)))
+            out.append(_core_quad(core, float(dist[core].max()) + PAGE_ERODE / 2))
     return out
+
+
+def centre_card(card: np.ndarray, m: np.ndarray) -> np.ndarray | None:
+    """A card-shaped quad (photo px; `m`: photo px -> view px) around the card of a zoomed view's card map
+    whose core lies nearest the view's centre, its short side first, as `split_blobs` draws one: a view
+    drawn at an angle to the cards marks each of them in part, merged, and their cores still tell them
+    apart. None when the map shows no card."""
+    binary = (card > 0.5).astype(np.uint8)
+    labels, areas = blob_areas(binary)
+    dist = cv2.distanceTransform(binary, cv2.DIST_L2, 5)
+    centre = np.array([card.shape[1], card.shape[0]], np.float64) / 2
+    best: tuple[float, np.ndarray] | None = None
+    for label in np.flatnonzero(areas[1:] >= PAGE_RETRY_AREA * card.size) + 1:
+        blob = labels == label
+        cores = (blob & (dist > PAGE_CORE * float(dist[blob].max()))).astype(np.uint8)
+        count, markers = cv2.connectedComponents(cores, connectivity=8)
+        for k in range(1, count):
+            core = markers == k
+            ys, xs = np.nonzero(core)
+            gap = float(np.hypot(xs.mean() - centre[0], ys.mean() - centre[1]))
+            if best is None or gap < best[0]:
+                best = (gap, core)
+    if best is None:
+        return None
+    core = best[1]
+    quad = _core_quad(core, float(dist[core].max()))
+    if np.linalg.norm(quad[1] - quad[0]) > np.linalg.norm(quad[3] - quad[0]):
+        quad = np.roll(quad, -1, axis=0)  # the short side first: the zoomed view draws the card upright
+    return apply(np.linalg.inv(m), quad).astype(np.float32)
+
+
+def _core_quad(core: np.ndarray, half_width: float) -> np.ndarray:
+    """The card around a core of its map (a card shrunk by the same margin on every side): the core's
+    centre and angle, `half_width` its half-width, the card's aspect its height."""
+    centre, (a, b), angle = cv2.minAreaRect(cv2.findNonZero(core.astype(np.uint8)))
+    width = 2 * half_width
+    height = width * CARD_ASPECT
+    return rect_quad((centre, (height, width) if a > b else (width, height), angle))
 
 
 def _neighbours(quad: np.ndarray) -> list[np.ndarray]:
@@ -192,8 +256,19 @@ def moved(before: np.ndarray, after: np.ndarray) -> float:
 
 def card_like(find: Find | None) -> Find | None:
     """The find, unless its outline is no card's: a side more than PAGE_SIDE_RATIO times another (the
-    zoomed view of a card another covers can wander to the pair's union)."""
-    return None if find is None or side_ratio(find[0]) > PAGE_SIDE_RATIO else find
+    zoomed view of a card another covers can wander to the pair's union), or a corner more than
+    PAGE_SKEW degrees from a right angle."""
+    if find is None or side_ratio(find[0]) > PAGE_SIDE_RATIO or corner_skew(find[0]) > PAGE_SKEW:
+        return None
+    return find
+
+
+def corner_skew(quad: np.ndarray) -> float:
+    """How far the quad's corner angles stray from a right angle at most, in degrees."""
+    before, after = np.roll(quad, 1, axis=0) - quad, np.roll(quad, -1, axis=0) - quad
+    lengths = np.linalg.norm(before, axis=1) * np.linalg.norm(after, axis=1)
+    cos = (before * after).sum(1) / np.maximum(lengths, 1e-9)
+    return float(np.abs(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))) - 90.0).max())
 
 
 def side_ratio(quad: np.ndarray) -> float:
