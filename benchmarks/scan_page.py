@@ -2,7 +2,8 @@
 
 Renders the faces, starts `cardcat serve --scan` (PostgreSQL, Ray Serve, the shipped models, the index of
 every card of the chosen expansions: all of them by default), then sends 12 MP photos from
-`training.pages` on benchmark seeds (10,000,000 + 6 or 7 million, never trained or tuned on):
+`training.pages` on benchmark seeds (10,000,000 + 6 or 7 million, never trained or tuned on; with
+`--validation` on validation seeds, 990,000 + 6 or 7 million, where a setting is chosen):
 
 - binder pages of 3x3 pockets (standard light, and hard with `--hard`), some pockets empty or holding a
   card face down; and table spreads of 2-16 cards at any angle;
@@ -46,7 +47,7 @@ from models.geometry import read_face
 from training.detector.evaluate_pages import FOUND_PCT, LAYOUT_OFFSETS, corner_gap_pct, on_a_card
 from training.pages import PagePhoto, make_page_photo, make_spread_photo
 from training.renders import DEFAULT_CACHE, read_manifest, render_catalog
-from training.synth import BENCH_SEED_BASE
+from training.synth import BENCH_SEED_BASE, VAL_SEED_BASE
 
 BENCH_RATE_LIMIT = 100_000_000
 SINGLE_SEED = 14_500_000  # the single-card photos the cost is compared with
@@ -102,16 +103,21 @@ def jpeg(image: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def make_sets(card_ids: list[str], counts: dict[str, int]) -> list[Sent]:
-    """Benchmark photos of each bucket; faces drawn from every indexed card."""
+def photo_seed(bucket: str, k: int, seed_base: int = BENCH_SEED_BASE) -> int:
+    """The seed of a bucket's k-th photo: `training.detector.evaluate_pages`' layout offsets above the
+    seed base, hard pages 500,000 further."""
+    layout = "spread" if bucket == "spread" else "page"
+    return seed_base + LAYOUT_OFFSETS[layout] * 1_000_000 + (500_000 if bucket == "page-hard" else 0) + k
+
+
+def make_sets(card_ids: list[str], counts: dict[str, int], seed_base: int = BENCH_SEED_BASE) -> list[Sent]:
+    """Benchmark photos of each bucket (validation photos with `VAL_SEED_BASE`); faces drawn from every
+    indexed card."""
     out = []
     for bucket, count in counts.items():
         layout = "spread" if bucket == "spread" else "page"
-        base = (
-            BENCH_SEED_BASE + LAYOUT_OFFSETS[layout] * 1_000_000 + (500_000 if bucket == "page-hard" else 0)
-        )
         for k in range(count):
-            seed = base + k
+            seed = photo_seed(bucket, k, seed_base)
             rng = np.random.default_rng(seed)
             chosen = rng.choice(card_ids, size=16, replace=len(card_ids) < 16)
             faces = [(str(c), read_face(DEFAULT_CACHE / "catalog" / str(c) / "high.jpg")) for c in chosen]
@@ -251,6 +257,9 @@ def main() -> int:
     parser.add_argument("--cost-photos", type=int, default=8, help="pages (and single scans) a cost row")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--expansion", action="append", help="index only these (default: every card)")
+    parser.add_argument(
+        "--validation", action="store_true", help="validation seeds: to choose a setting, never to report"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scan_page.json")
     args = parser.parse_args()
     expansions = args.expansion or [e["id"] for e in read_jsonl(feed_path(SHARED_CATALOG, "expansions"))]
@@ -262,7 +271,8 @@ def main() -> int:
         if c["expansion_id"] in wanted and c["id"] in manifest
     )
     counts = {"page": args.pages, "page-hard": args.hard, "spread": args.spreads}
-    sets = make_sets(card_ids, {k: v for k, v in counts.items() if v > 0})
+    base = VAL_SEED_BASE if args.validation else BENCH_SEED_BASE
+    sets = make_sets(card_ids, {k: v for k, v in counts.items() if v > 0}, base)
     singles = make_photos(card_ids, "12mp", args.cost_photos, SINGLE_SEED)
     pages_12mp = [s.body for s in sets if s.bucket == "page"][: args.cost_photos]
     print(f"{len(sets)} photos from {len(card_ids)} cards; cost on {len(pages_12mp)} pages", flush=True)
@@ -290,6 +300,7 @@ def main() -> int:
     report = {
         "host": host.describe(),
         "cards_indexed": len(card_ids),
+        "seed_base": base,
         "accuracy": found,
         "cost": costs,
         "page_over_single_cpu": round(ratio, 2),
