@@ -103,11 +103,16 @@ def jpeg(image: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+def layout_of(bucket: str) -> str:
+    """A bucket's `training.pages` layout: "spread" or "page" (standard and hard)."""
+    return "spread" if bucket == "spread" else "page"
+
+
 def photo_seed(bucket: str, k: int, seed_base: int = BENCH_SEED_BASE) -> int:
     """The seed of a bucket's k-th photo: `training.detector.evaluate_pages`' layout offsets above the
     seed base, hard pages 500,000 further."""
-    layout = "spread" if bucket == "spread" else "page"
-    return seed_base + LAYOUT_OFFSETS[layout] * 1_000_000 + (500_000 if bucket == "page-hard" else 0) + k
+    hard = 500_000 if bucket == "page-hard" else 0
+    return seed_base + LAYOUT_OFFSETS[layout_of(bucket)] * 1_000_000 + hard + k
 
 
 def make_sets(card_ids: list[str], counts: dict[str, int], seed_base: int = BENCH_SEED_BASE) -> list[Sent]:
@@ -115,7 +120,7 @@ def make_sets(card_ids: list[str], counts: dict[str, int], seed_base: int = BENC
     indexed card."""
     out = []
     for bucket, count in counts.items():
-        layout = "spread" if bucket == "spread" else "page"
+        layout = layout_of(bucket)
         for k in range(count):
             seed = photo_seed(bucket, k, seed_base)
             rng = np.random.default_rng(seed)

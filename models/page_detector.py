@@ -164,22 +164,15 @@ def split_blobs(mask: np.ndarray) -> list[np.ndarray]:
     fits, whose minimum-area rectangle spans several cards. A card's core is the card shrunk by PAGE_CORE
     of its half-width on every side, so its rectangle gives the card's centre, angle and width; its height
     is the card's aspect. The zoomed pass then finds each card's own edges."""
-    binary = mask.astype(np.uint8)
-    labels, areas = blob_areas(binary)
-    dist = cv2.distanceTransform(binary, cv2.DIST_L2, 5)
-    out: list[np.ndarray] = []
-    for label in np.flatnonzero(areas[1:] >= PAGE_MIN_AREA * mask.size) + 1:
-        blob = labels == label
-        reach = float(dist[blob].max())
-        cores = (blob & (dist > PAGE_CORE * reach)).astype(np.uint8)
-        count, markers = cv2.connectedComponents(cores, connectivity=8)
-        if count <= 2:  # one core: the blob is one card's, or cards the cores cannot tell apart
-            continue
-        for k in range(1, count):
-            core = markers == k
-            # The card's half-width, where its core is widest (the map was eroded by PAGE_ERODE first).
-            out.append(_core_quad(core, float(dist[core].max()) + PAGE_ERODE / 2))
-    return out
+    dist, blobs = _blob_cores(mask, PAGE_MIN_AREA)
+    # One core: the blob is one card's, or cards the cores cannot tell apart. A card's half-width is where
+    # its core is widest (the map was eroded by PAGE_ERODE first).
+    return [
+        _core_quad(core, float(dist[core].max()) + PAGE_ERODE / 2)
+        for cores in blobs
+        if len(cores) > 1
+        for core in cores
+    ]
 
 
 def centre_card(card: np.ndarray, m: np.ndarray) -> np.ndarray | None:
@@ -187,28 +180,37 @@ def centre_card(card: np.ndarray, m: np.ndarray) -> np.ndarray | None:
     whose core lies nearest the view's centre, its short side first, as `split_blobs` draws one: a view
     drawn at an angle to the cards marks each of them in part, merged, and their cores still tell them
     apart. None when the map shows no card."""
-    binary = (card > 0.5).astype(np.uint8)
-    labels, areas = blob_areas(binary)
-    dist = cv2.distanceTransform(binary, cv2.DIST_L2, 5)
-    centre = np.array([card.shape[1], card.shape[0]], np.float64) / 2
-    best: tuple[float, np.ndarray] | None = None
-    for label in np.flatnonzero(areas[1:] >= PAGE_RETRY_AREA * card.size) + 1:
-        blob = labels == label
-        cores = (blob & (dist > PAGE_CORE * float(dist[blob].max()))).astype(np.uint8)
-        count, markers = cv2.connectedComponents(cores, connectivity=8)
-        for k in range(1, count):
-            core = markers == k
-            ys, xs = np.nonzero(core)
-            gap = float(np.hypot(xs.mean() - centre[0], ys.mean() - centre[1]))
-            if best is None or gap < best[0]:
-                best = (gap, core)
-    if best is None:
+    dist, blobs = _blob_cores(card > 0.5, PAGE_RETRY_AREA)
+    cores = [core for blob in blobs for core in blob]
+    if not cores:
         return None
-    core = best[1]
+    centre = np.array([card.shape[1], card.shape[0]], np.float64) / 2
+    core = min(cores, key=lambda c: _gap(c, centre))
     quad = _core_quad(core, float(dist[core].max()))
     if np.linalg.norm(quad[1] - quad[0]) > np.linalg.norm(quad[3] - quad[0]):
         quad = np.roll(quad, -1, axis=0)  # the short side first: the zoomed view draws the card upright
     return apply(np.linalg.inv(m), quad).astype(np.float32)
+
+
+def _gap(core: np.ndarray, centre: np.ndarray) -> float:
+    """How far a core's centroid lies from a point (x, y), px."""
+    ys, xs = np.nonzero(core)
+    return float(np.hypot(xs.mean() - centre[0], ys.mean() - centre[1]))
+
+
+def _blob_cores(mask: np.ndarray, min_share: float) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+    """The distance to the edge of a 0/1 map's blobs, and each blob's cores (where that distance passes
+    PAGE_CORE of the blob's largest), one list a blob of at least `min_share` of the map."""
+    binary = mask.astype(np.uint8)
+    labels, areas = blob_areas(binary)
+    dist = cv2.distanceTransform(binary, cv2.DIST_L2, 5)
+    blobs = []
+    for label in np.flatnonzero(areas[1:] >= min_share * mask.size) + 1:
+        blob = labels == label
+        cores = (blob & (dist > PAGE_CORE * float(dist[blob].max()))).astype(np.uint8)
+        count, markers = cv2.connectedComponents(cores, connectivity=8)
+        blobs.append([markers == k for k in range(1, count)])
+    return dist, blobs
 
 
 def _core_quad(core: np.ndarray, half_width: float) -> np.ndarray:
